@@ -1,0 +1,167 @@
+"""Content-addressed artifact cache.
+
+An artifact is a folder ``<cache_dir>/<stage>/<key>/`` holding the stage's tables (Parquet), any
+extra files it wrote, and ``manifest.json``. The manifest is written last and lists a SHA-256 of
+every file, so a folder without a manifest, or whose files do not match it, is never read.
+
+Writes go to a temporary sibling folder that is renamed into place. ``os.rename`` of a folder
+onto a missing path is atomic on POSIX; when two workers race for the same key, the loser finds
+the winner's folder in place, discards its own copy and uses the winner's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+
+
+def stable_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def artifact_key(
+    stage: str,
+    version: str,
+    config: Any,
+    inputs: dict[str, str],
+    files: dict[str, str] | None = None,
+) -> str:
+    """The cache key: a hash of everything that determines a stage's output."""
+    payload = stable_json(
+        {"stage": stage, "version": version, "config": config, "inputs": inputs, "files": files or {}}
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def fingerprint_files(paths: Iterable[Path], root: Path | None = None) -> dict[str, str]:
+    """Map each file (relative to ``root`` when given) to the SHA-256 of its content."""
+    out: dict[str, str] = {}
+    for path in sorted(Path(p) for p in paths):
+        name = str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+        out[name] = sha256_file(path) if path.is_file() else "<missing>"
+    return out
+
+
+class CorruptArtifact(RuntimeError):
+    """An artifact folder exists but its files do not match its manifest."""
+
+
+@dataclass
+class Artifact:
+    stage: str
+    key: str
+    path: Path
+    manifest: dict[str, Any]
+
+
+class ArtifactStore:
+    def __init__(self, root: Path | str, verify: bool = True) -> None:
+        self.root = Path(root)
+        self.verify = verify
+
+    def folder(self, stage: str, key: str) -> Path:
+        return self.root / stage / key
+
+    def load(self, stage: str, key: str) -> Artifact | None:
+        """The artifact if present and intact; None if absent; CorruptArtifact if damaged."""
+        folder = self.folder(stage, key)
+        manifest_file = folder / MANIFEST
+        if not manifest_file.is_file():
+            return None
+        try:
+            manifest = json.loads(manifest_file.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CorruptArtifact(f"{manifest_file}: unreadable manifest ({exc})") from exc
+        if self.verify:
+            for name, digest in manifest.get("files", {}).items():
+                file = folder / name
+                if not file.is_file():
+                    raise CorruptArtifact(f"{file}: listed in the manifest but missing")
+                if sha256_file(file) != digest:
+                    raise CorruptArtifact(f"{file}: checksum does not match {MANIFEST}")
+        return Artifact(stage, key, folder, manifest)
+
+    def scratch(self, stage: str, key: str) -> Path:
+        """A fresh temporary folder next to the final location, for a stage to compute into."""
+        parent = self.root / stage
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = parent / f".tmp-{key}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        return tmp
+
+    def commit(self, stage: str, key: str, tmp: Path, manifest: dict[str, Any]) -> Artifact:
+        """Seal ``tmp`` with a manifest (checksums of all files) and move it into place."""
+        files = {
+            str(p.relative_to(tmp)): sha256_file(p)
+            for p in sorted(tmp.rglob("*"))
+            if p.is_file() and p.name != MANIFEST
+        }
+        manifest = {**manifest, "files": files, "key": key, "stage": stage}
+        manifest_tmp = tmp / (MANIFEST + ".part")
+        manifest_tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        os.replace(manifest_tmp, tmp / MANIFEST)  # the manifest is the last file written
+        final = self.folder(stage, key)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            # Another worker committed the same key first (or a damaged copy is in the way).
+            existing = self._intact(stage, key)
+            if existing is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+                log.info("%s/%s: another process wrote this artifact first; using its copy", stage, key)
+                return existing
+            self.discard(stage, key)
+            os.rename(tmp, final)
+        return Artifact(stage, key, final, manifest)
+
+    def _intact(self, stage: str, key: str) -> Artifact | None:
+        try:
+            return self.load(stage, key)
+        except CorruptArtifact:
+            return None
+
+    def discard(self, stage: str, key: str) -> None:
+        """Move a (damaged) artifact out of the way atomically, then delete it."""
+        folder = self.folder(stage, key)
+        if not folder.exists():
+            return
+        trash = folder.with_name(f".trash-{key}-{uuid.uuid4().hex[:8]}")
+        try:
+            os.rename(folder, trash)
+        except OSError:
+            return
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def clean_scratch(self, max_age_s: float = 24 * 3600) -> int:
+        """Remove temporary folders left by crashed runs (older than ``max_age_s``)."""
+        removed = 0
+        now = time.time()
+        for tmp in self.root.glob("*/.tmp-*"):
+            try:
+                if now - tmp.stat().st_mtime > max_age_s:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    removed += 1
+            except OSError:
+                continue
+        return removed

