@@ -1,0 +1,72 @@
+"""End to end on data/sample with the real small models (MiniLM, SmolLM2-135M) on CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import REPO, SAMPLE, compose
+from kohaku.pipeline import run_pipeline
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def first_run(cache_dir, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run1")
+    cfg = compose([f"cache.dir={cache_dir}", "infer.n=2", "infer.max_retries=1"])
+    return run_pipeline(cfg, run_dir)
+
+
+def test_every_stage_runs_and_writes_a_complete_submission(first_run):
+    assert list(first_run.stages) == [
+        "parse", "questions", "tree", "embed", "index", "plan", "retrieve", "infer", "vote", "score",
+    ]
+    questions = pl.read_csv(SAMPLE / "questions.csv", infer_schema=False)
+    submission = pl.read_csv(first_run.run_dir / "submission.csv", infer_schema=False)
+    assert submission["id"].to_list() == questions["id"].to_list()
+    assert submission.columns[:9] == [
+        "id", "question", "answer", "answer_value", "answer_unit", "ref_id", "ref_url",
+        "supporting_materials", "explanation",
+    ]
+    assert submission["explanation"].str.len_chars().min() > 0
+    generations = pl.read_parquet(Path(first_run.stages["infer"].path) / "generations.parquet")
+    assert generations["valid"].all(), generations.filter(~pl.col("valid"))["raw"].to_list()[:3]
+    assert generations.filter(pl.col("attempt") == 0).height == 2 * questions.height
+    infer = first_run.summary("infer")
+    assert infer["model_calls"] >= 1 and infer["completion_tokens"] > 0
+    scores = json.loads((first_run.run_dir / "scores.json").read_text())
+    assert 0.0 <= scores["score"] <= 1.0
+    run_json = json.loads((first_run.run_dir / "run.json").read_text())
+    assert run_json["status"] == "ok" and set(run_json["stages"]) == set(first_run.stages)
+
+
+def test_vote_only_change_makes_no_model_call(first_run, cache_dir, tmp_path):
+    cfg = compose([f"cache.dir={cache_dir}", "infer.n=2", "infer.max_retries=1", "vote.ignore_blank=false"])
+    again = run_pipeline(cfg, tmp_path / "run2")
+    for stage in ("parse", "tree", "embed", "index", "plan", "retrieve", "infer"):
+        assert again.stages[stage].cache_hit, stage
+    assert not again.stages["vote"].cache_hit
+    assert "vote.ignore_blank" in again.stages["vote"].reason
+
+
+def test_cli_runs_a_subset_and_then_hits_the_cache(tmp_path):
+    cmd = [sys.executable, str(REPO / "scripts" / "run.py"), "stages=[tree]", f"cache.dir={tmp_path / 'c'}"]
+    for name in ("a", "b"):
+        subprocess.run(cmd + [f"hydra.run.dir={tmp_path / name}"], check=True, cwd=REPO, capture_output=True)
+    first = json.loads((tmp_path / "a" / "run.json").read_text())
+    second = json.loads((tmp_path / "b" / "run.json").read_text())
+    assert list(first["stages"]) == ["parse", "tree"]
+    assert not first["stages"]["tree"]["cache_hit"]
+    assert all(stage["cache_hit"] for stage in second["stages"].values())
+    assert first["stages"]["tree"]["summary"]["n_sentences"] > 0
