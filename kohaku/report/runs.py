@@ -1,0 +1,147 @@
+"""Collect finished runs: each run dir's ``run.json`` (written by kohaku.pipeline) as one row."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from omegaconf import OmegaConf
+
+log = logging.getLogger(__name__)
+
+SCORE_FIELDS = ("score", "value", "ref", "na")
+INFER_FIELDS = ("model_calls", "prompt_tokens", "completion_tokens")
+
+
+def parse_value(text: str) -> Any:
+    """An override value as int / float when it is one, else the string (``null`` -> None)."""
+    s = str(text).strip()
+    if s.lower() in ("null", "none", "~"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(s)
+        except ValueError:
+            pass
+    return s.strip("'\"")
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """``["retrieve.top_k=8", "+experiment=x", "~foo"]`` -> ``{"retrieve.top_k": 8, "experiment": "x"}``.
+
+    Hydra's own settings (``hydra.*``) and deletions (``~key``) are skipped.
+    """
+    out: dict[str, Any] = {}
+    for item in overrides or []:
+        item = str(item).strip()
+        if not item or item.startswith("~") or "=" not in item:
+            continue
+        key, _, value = item.partition("=")
+        key = key.lstrip("+").strip()
+        if not key or key.startswith("hydra.") or key == "hydra":
+            continue
+        out[key] = parse_value(value)
+    return out
+
+
+def _read_overrides(run_dir: Path, data: dict[str, Any]) -> list[str]:
+    if data.get("overrides"):
+        return [str(x) for x in data["overrides"]]
+    file = run_dir / ".hydra" / "overrides.yaml"
+    if file.is_file():
+        try:
+            return [str(x) for x in (OmegaConf.load(file) or [])]
+        except Exception as exc:  # noqa: BLE001 - a bad file only loses the overrides
+            log.warning("%s: cannot read (%s); run listed without overrides", file, exc)
+    return []
+
+
+def load_run(path: Path, root: Path) -> tuple[dict[str, Any], list[str]] | None:
+    """(row, override key order) for one run.json; None (with a warning) when unreadable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        log.warning("%s: cannot read run record (%s); skipped", path, exc)
+        return None
+    if not isinstance(data, dict):
+        log.warning("%s: not a run record; skipped", path)
+        return None
+    run_dir = path.parent
+    overrides = parse_overrides(_read_overrides(run_dir, data))
+    stages = data.get("stages") or {}
+    try:
+        rel = str(run_dir.relative_to(root))
+    except ValueError:
+        rel = str(run_dir)
+    row: dict[str, Any] = {
+        "run_id": str(data.get("run_id") or run_dir.name),
+        "run_path": rel if rel != "." else run_dir.name,
+        "status": str(data.get("status") or "unknown"),
+        "error": data.get("error"),
+        "seconds": _num(data.get("seconds")),
+    }
+    score = (stages.get("score") or {}).get("summary") or {}
+    for f in SCORE_FIELDS:
+        row[f] = _num(score.get(f))
+    row["variant"] = score.get("variant")
+    infer = (stages.get("infer") or {}).get("summary") or {}
+    for f in INFER_FIELDS:
+        row[f] = _num(infer.get(f))
+    row["cache_hits"] = sum(1 for s in stages.values() if isinstance(s, dict) and s.get("cache_hit"))
+    for name, s in stages.items():
+        if isinstance(s, dict):
+            row[f"seconds_{name}"] = _num(s.get("seconds"))
+    keys = []
+    for k, v in overrides.items():
+        column = k if k not in row else f"cfg:{k}"  # never shadow a metric column
+        row[column] = v
+        keys.append(column)
+    return row, keys
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def collect_runs(runs_dir: str | Path) -> tuple[pl.DataFrame, list[str]]:
+    """All runs under ``runs_dir`` (recursive) and the override keys in first-seen order.
+
+    Override columns are named by their key (``cfg:<key>`` if it would shadow a metric column);
+    Int64 / Float64 when every value is a number, else strings.
+    """
+    root = Path(runs_dir)
+    rows: list[dict[str, Any]] = []
+    keys: list[str] = []
+    for path in sorted(root.rglob("run.json")):
+        if "cache" in path.relative_to(root).parts[:-1]:
+            continue
+        loaded = load_run(path, root)
+        if loaded is None:
+            continue
+        row, order = loaded
+        rows.append(row)
+        keys.extend(k for k in order if k not in keys)
+    if not rows:
+        return pl.DataFrame(), keys
+    columns: list[str] = []
+    for r in rows:
+        columns.extend(c for c in r if c not in columns)
+    data: dict[str, list[Any]] = {c: [r.get(c) for r in rows] for c in columns}
+    series = []
+    for c, values in data.items():
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+            series.append(pl.Series(c, values, dtype=pl.Int64))
+        elif present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            series.append(pl.Series(c, [None if v is None else float(v) for v in values], dtype=pl.Float64))
+        else:
+            series.append(pl.Series(c, [None if v is None else str(v) for v in values], dtype=pl.String))
+    return pl.DataFrame(series), keys

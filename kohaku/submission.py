@@ -1,0 +1,216 @@
+"""The WattBot submission format: reading, writing and checking submission CSVs.
+
+Schema (kohaku_spec.md §8.3): ``id, question, answer, answer_value, answer_unit, ref_id, ref_url,
+supporting_materials, explanation``. Every non-applicable field holds the literal ``is_blank``;
+``ref_id``/``ref_url`` are Python-style lists (``['a','b']``); ranges are ``[a,b]``; true/false
+are 1/0; every row has a non-empty explanation.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import polars as pl
+
+from kohaku.values import BLANK, is_blank_value
+
+SUBMISSION_COLUMNS: tuple[str, ...] = (
+    "id",
+    "question",
+    "answer",
+    "answer_value",
+    "answer_unit",
+    "ref_id",
+    "ref_url",
+    "supporting_materials",
+    "explanation",
+)
+BLANK_ANSWER = "Unable to answer with confidence based on the provided documents."
+
+
+class SubmissionError(ValueError):
+    """A submission or solutions file is malformed; the message names the file, row and column."""
+
+
+def read_csv_str(path: str | Path) -> pl.DataFrame:
+    """Read a CSV with every column as a string; nulls become ``""``; header names stripped.
+
+    Raises FileNotFoundError / SubmissionError naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
+    except Exception as exc:  # noqa: BLE001 - re-raised with the file name
+        raise SubmissionError(f"{path}: cannot be read as CSV ({exc}); check quoting") from exc
+    names = [c.lstrip("\ufeff").strip() for c in df.columns]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise SubmissionError(f"{path}: duplicate column name(s) {dup} in the header")
+    df = df.rename(dict(zip(df.columns, names)))
+    return df.with_columns(pl.all().fill_null(""))
+
+
+def require_columns(df: pl.DataFrame, columns: Iterable[str], where: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise SubmissionError(
+            f"{where}: missing column(s) {', '.join(repr(c) for c in missing)}; "
+            f"the header has {df.columns}"
+        )
+
+
+def check_ids(df: pl.DataFrame, where: str, column: str = "id") -> None:
+    """Every row has a non-empty, unique id; errors name the rows (1-based data rows)."""
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(df[column].to_list(), start=1):
+        qid = (raw or "").strip()
+        if not qid:
+            raise SubmissionError(f"{where}: row {i}, column '{column}': empty id")
+        if qid in seen:
+            raise SubmissionError(
+                f"{where}: rows {seen[qid]} and {i}, column '{column}': duplicate id '{qid}'; "
+                "keep one row per question"
+            )
+        seen[qid] = i
+
+
+# ---------------------------------------------------------------------------------------------
+# ref lists
+
+
+def parse_ref_list(text: object) -> list[str]:
+    """Doc ids from a ref field, leniently: ``['a','b']``, ``["a"]``, ``a``, ``a, b``.
+
+    Blank tokens (``is_blank``, ``""``) give ``[]``; ``is_blank`` items are dropped; order kept,
+    duplicates removed. Never raises.
+    """
+    if text is None:
+        return []
+    if isinstance(text, (list, tuple)):
+        items = [str(x) for x in text]
+    else:
+        s = str(text).strip()
+        if is_blank_value(s):
+            return []
+        items = None
+        if s.startswith("[") and s.endswith("]"):
+            for parse in (ast.literal_eval, lambda t: json.loads(t.replace("'", '"'))):
+                try:
+                    value = parse(s)
+                except Exception:  # noqa: BLE001 - try the next reader
+                    continue
+                if isinstance(value, (list, tuple)):
+                    items = [str(x) for x in value]
+                    break
+            if items is None:
+                items = s[1:-1].split(",")
+        else:
+            items = s.replace(";", ",").split(",")
+    out: list[str] = []
+    for item in items:
+        token = item.strip().strip("'\"").strip()
+        if token.lower().startswith("ref_id="):
+            token = token[len("ref_id=") :].strip()
+        if token and not is_blank_value(token) and token not in out:
+            out.append(token)
+    return out
+
+
+def format_ref_list(ids: Sequence[str] | None) -> str:
+    """``['a','b']``, or ``is_blank`` for no ids."""
+    ids = [str(i) for i in (ids or []) if str(i).strip() and not is_blank_value(i)]
+    if not ids:
+        return BLANK
+    return "[" + ",".join("'" + i.replace("'", "") + "'" for i in ids) + "]"
+
+
+# ---------------------------------------------------------------------------------------------
+# building and writing
+
+
+def _text(value: object) -> str:
+    text = "" if value is None else str(value).strip()
+    return text if text else BLANK
+
+
+def answers_to_submission(answers: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    """Submission rows (SUBMISSION_COLUMNS, all strings) in the order of ``questions``.
+
+    answers:   qid, answer, answer_value, ref_id list, ref_url list, explanation, is_blank and
+               optionally supporting_materials, answer_unit.
+    questions: qid, question, answer_unit. A question without an answer row becomes blank.
+    """
+    by_qid = {r["qid"]: r for r in answers.to_dicts()}
+    rows = []
+    for q in questions.select("qid", "question", "answer_unit").to_dicts():
+        a = by_qid.get(q["qid"])
+        unit = _text(q.get("answer_unit"))
+        if a is None or a.get("is_blank") or is_blank_value(a.get("answer_value")):
+            rows.append(_blank_row(q["qid"], q["question"], unit))
+            continue
+        value = _text(a.get("answer_value"))
+        answer = (a.get("answer") or "").strip()
+        if not answer or is_blank_value(answer):
+            answer = value if unit == BLANK else f"{value} {unit}"
+        rows.append(
+            {
+                "id": q["qid"],
+                "question": q["question"] or "",
+                "answer": answer,
+                "answer_value": value,
+                "answer_unit": unit,
+                "ref_id": format_ref_list(a.get("ref_id")),
+                "ref_url": format_ref_list(a.get("ref_url")),
+                "supporting_materials": _text(a.get("supporting_materials")),
+                "explanation": _text(a.get("explanation")),
+            }
+        )
+    return pl.DataFrame(rows, schema={c: pl.String for c in SUBMISSION_COLUMNS})
+
+
+def _blank_row(qid: str, question: str, unit: str) -> dict[str, str]:
+    row = {c: BLANK for c in SUBMISSION_COLUMNS}
+    row.update(id=qid, question=question or "", answer=BLANK_ANSWER, answer_unit=unit)
+    return row
+
+
+def write_submission(df: pl.DataFrame, path: str | Path) -> Path:
+    """Write a submission CSV (columns in SUBMISSION_COLUMNS order); refuses an invalid one."""
+    problems = validate_submission(df)
+    if problems:
+        raise SubmissionError(f"{path}: refusing to write an invalid submission: " + "; ".join(problems[:5]))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    df.select(SUBMISSION_COLUMNS).write_csv(tmp)
+    tmp.replace(path)
+    return path
+
+
+def validate_submission(df: pl.DataFrame, where: str = "submission") -> list[str]:
+    """Problems with a submission table, each naming the row and column; [] when valid."""
+    missing = [c for c in SUBMISSION_COLUMNS if c not in df.columns]
+    if missing:
+        return [f"{where}: missing column(s) {missing}"]
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for i, row in enumerate(df.select(SUBMISSION_COLUMNS).to_dicts(), start=1):
+        qid = (row["id"] or "").strip()
+        if qid in seen:
+            problems.append(f"{where}: rows {seen[qid]} and {i}, column 'id': duplicate id '{qid}'")
+        seen[qid] = i
+        for col in SUBMISSION_COLUMNS:
+            if col == "question":
+                continue
+            if not (row[col] or "").strip():
+                problems.append(f"{where}: row {i} (id '{qid}'), column '{col}': empty (write is_blank)")
+        for col in ("ref_id", "ref_url"):
+            text = (row[col] or "").strip()
+            if text and not is_blank_value(text) and not parse_ref_list(text):
+                problems.append(f"{where}: row {i} (id '{qid}'), column '{col}': not a list: {text!r}")
+    return problems

@@ -1,0 +1,100 @@
+"""Score a WattBot submission CSV against a solutions CSV.
+
+Usage:
+  python scripts/score.py SOLUTIONS.csv SUBMISSION.csv [--variant wattbot|wattbot-recall]
+                          [--mismatches N] [--subset] [--json OUT.json]
+
+Prints the components (value, ref, NA, unit), value accuracy per evidence flag (Quote, Table,
+Figure, Math, is_NA) and per Usage split when the solutions have those columns, the first
+mismatches, and as its last line ``score: 0.xxxx``. Malformed input: an error naming the file,
+row and column, exit code 2.
+
+Variants (kohaku/metrics.py): ``wattbot`` = the competition's distributed metric (values as
+written, NA averaged over all rows); ``wattbot-recall`` = the UI-fork scorer (lenient value
+normalisation, NA as recall over unanswerable questions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kohaku.metrics import VARIANTS, WEIGHTS, MetricError, ScoreResult, score_files  # noqa: E402
+
+
+def _fmt(x: float | None) -> str:
+    return "   n/a" if x is None else f"{x:.4f}"
+
+
+def report(result: ScoreResult, n_mismatches: int) -> list[str]:
+    lines = [f"variant: {result.variant}   questions: {result.n} ({result.n_na} unanswerable)"]
+    if result.n_missing:
+        lines.append(f"missing from the submission (scored wrong): {result.n_missing}")
+    if result.n_extra:
+        lines.append(f"extra ids in the submission (ignored): {result.n_extra}")
+    if result.n_malformed_refs:
+        lines.append(f"malformed ref lists (read as one token): {result.n_malformed_refs}")
+    lines.append("")
+    lines.append(f"{'component':<10}{'weight':>8}{'value':>9}")
+    for name, value in (("value", result.value), ("ref", result.ref), ("na", result.na)):
+        lines.append(f"{name:<10}{WEIGHTS[name]:>8.2f}{value:>9.4f}")
+    lines.append(f"{'unit':<10}{0.0:>8.2f}{_fmt(result.unit):>9}")
+    if result.per_evidence:
+        lines.append("")
+        lines.append(f"{'evidence':<10}{'n':>6}{'value acc':>11}")
+        for flag, d in result.per_evidence.items():
+            lines.append(f"{flag:<10}{d['n']:>6}{_fmt(d['value']):>11}")
+    if result.per_usage:
+        lines.append("")
+        lines.append(f"{'usage':<10}{'n':>6}{'score':>9}{'value':>9}{'ref':>9}{'na':>9}")
+        for split, d in result.per_usage.items():
+            lines.append(
+                f"{split:<10}{d['n']:>6}{d['score']:>9.4f}{d['value']:>9.4f}{d['ref']:>9.4f}{d['na']:>9.4f}"
+            )
+    table = result.table
+    if table.height:
+        bad = table.filter(~table["value_ok"] | (table["ref_score"] < 1.0) | ~table["na_ok"])
+        if bad.height:
+            lines.append("")
+            lines.append(f"first mismatches ({min(n_mismatches, bad.height)} of {bad.height}):")
+            lines.append(f"  {'id':<8}{'truth':<22}{'submitted':<22}{'value':>6}{'ref':>6}  refs (truth | submitted)")
+            for r in bad.head(n_mismatches).to_dicts():
+                pred = "<missing>" if r["missing"] else str(r["pred_value"])
+                lines.append(
+                    f"  {r['qid']:<8}{str(r['truth_value'])[:21]:<22}{pred[:21]:<22}"
+                    f"{'ok' if r['value_ok'] else 'x':>6}{r['ref_score']:>6.2f}  "
+                    f"{r['truth_ref']} | {r['pred_ref'] if not r['missing'] else '-'}"
+                )
+    lines.append("")
+    lines.append(f"score: {result.score:.4f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("solutions", help="solutions CSV (id, answer_value, ref_id, ... )")
+    parser.add_argument("submission", help="submission CSV (id, answer_value, ref_id, explanation, ...)")
+    parser.add_argument("--variant", choices=VARIANTS, default="wattbot")
+    parser.add_argument("--mismatches", type=int, default=10, help="how many mismatches to list")
+    parser.add_argument("--subset", action="store_true", help="score only ids present in the submission")
+    parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        result = score_files(args.solutions, args.submission, args.variant, subset=args.subset)
+    except (MetricError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        args.json.write_text(json.dumps(result.summary(), indent=2))
+    print("\n".join(report(result, args.mismatches)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

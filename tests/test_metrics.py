@@ -1,0 +1,287 @@
+"""The WattBot metric (kohaku/metrics.py): every rule of kohaku_spec.md §8, both variants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kohaku.metrics import MetricError, parse_refs, ref_score, score_files, score_frames, value_ok
+
+BOTH = ("wattbot", "wattbot-recall")
+UNABLE = "Unable to answer with confidence based on the provided documents."
+PUBLIC = Path("/work/shared/data/wattbot/solutions_public.csv")
+
+
+def table(rows: list[dict[str, str]]) -> pl.DataFrame:
+    base = {"answer_unit": "unit", "ref_id": "['d1']", "explanation": "because"}
+    cols = ["id", "answer_value", "answer_unit", "ref_id", "explanation"]
+    extra = [k for r in rows for k in r if k not in cols]
+    cols += list(dict.fromkeys(extra))
+    data = [{**base, **r} for r in rows]
+    return pl.DataFrame({c: [d.get(c, "") for d in data] for c in cols}, schema={c: pl.String for c in cols})
+
+
+# ---------------------------------------------------------------------------------------------
+# value
+
+
+@pytest.mark.parametrize("variant", BOTH)
+@pytest.mark.parametrize(
+    "truth, pred, ok",
+    [
+        ("100", "100.1", True),  # within 0.1 %
+        ("100", "100.2", False),
+        ("0", "0.001", True),  # abs tolerance 1e-3
+        ("0", "0.002", False),
+        ("1000", "1000.0", True),  # floats on both sides
+        ("1.25E+12", "1250000000000", True),
+        ("[1.2,4]", "[4,1.2]", True),  # list order does not matter
+        ("[1.2,4]", "[1.2, 4.0]", True),
+        ("[1.2,4]", "[1.2,4,5]", False),  # lengths must match
+        ("[1.2,4]", "[1.2,4.1]", False),
+        ("[1.2,4]", "2", True),  # scalar inside a numeric 2-list truth
+        ("[1.2,4]", "4.001", True),  # hi + 1e-3
+        ("[1.2,4]", "4.002", False),
+        ("[1.2,4]", "1.1", False),
+        ("[0.06,3,426]", "3", False),  # a scalar only matches a 2-list
+        ("['a','b']", "[B, A]", True),  # string lists: sorted, lowercase
+        ("['a','b']", "a", False),  # non-numeric list vs scalar
+        ("5", "[5, 6]", False),  # scalar truth vs list submission
+        ("Hivemind", "hivemind", True),
+        ("Hivemind", " HIVEMIND ", True),
+        ("Hivemind", "Hive mind", False),
+        ("24", "is_blank", False),
+        ("is_blank", "24", True),  # blank truth: value always correct
+        ("is_blank", "is_blank", True),
+        ("", "anything", True),
+    ],
+)
+def test_value_rules_shared_by_both_variants(variant: str, truth: str, pred: str, ok: bool) -> None:
+    assert value_ok(truth, pred, variant) is ok
+
+
+@pytest.mark.parametrize(
+    "truth, pred",
+    [
+        ("1000", "1,000"), ("1000", "about 1000"), ("1000", "~1k"), ("2000000000", "2B"),
+        ("1", "True"), ("0", "no"), ("[80,90]", "80-90"), ("[80,90]", "from 80 to 90"),
+        ("50", "more than 50"), ("3500000", "3.5 million"),
+        ("5", "[5]"),  # a one-element list is its element after normalisation
+        ("ML.ENERGY Benchmark", "ML.ENERGY  Benchmark"),  # whitespace collapsed only when normalising
+    ],
+)
+def test_only_recall_variant_normalises_the_submission(truth: str, pred: str) -> None:
+    assert value_ok(truth, pred, "wattbot") is False
+    assert value_ok(truth, pred, "wattbot-recall") is True
+
+
+def test_recall_normalisation_cannot_make_a_wrong_value_right() -> None:
+    assert value_ok("1000", "1,100", "wattbot-recall") is False
+    assert value_ok("24", "n/a", "wattbot-recall") is False
+
+
+# ---------------------------------------------------------------------------------------------
+# ref
+
+
+@pytest.mark.parametrize(
+    "truth, pred, expected",
+    [
+        ("['a']", "['a']", 1.0),
+        ("['a', 'b']", "['a']", 0.5),
+        ("['a']", "['b']", 0.0),
+        ("['A']", "[\"a\"]", 1.0),  # JSON double quotes, case-insensitive
+        ("['a','b']", "['b','a']", 1.0),  # order
+        ("luccioni2025b", "['luccioni2025b']", 1.0),  # bare id is one token
+        ("[]", "[]", 1.0),  # both empty
+        ("", "[]", 1.0),
+        ("[]", "['a']", 0.0),  # one empty
+        ("['a']", "", 0.0),
+        ("is_blank", "is_blank", 1.0),  # is_blank is a token
+        ("is_blank", "['a']", 0.0),
+        ("is_blank", "[]", 0.0),
+        ("['a', 'is_blank']", "['a']", 0.5),
+    ],
+)
+def test_ref_jaccard(truth: str, pred: str, expected: float) -> None:
+    assert ref_score(truth, pred) == pytest.approx(expected)
+
+
+def test_malformed_ref_list_is_one_token_and_counted() -> None:
+    refs, bad = parse_refs("['a', 'b'")
+    assert bad and refs == frozenset({"['a', 'b'"})
+    sol = table([{"id": "q1", "answer_value": "1", "ref_id": "['a']"}])
+    sub = table([{"id": "q1", "answer_value": "1", "ref_id": "['a'"}])
+    result = score_frames(sol, sub)
+    assert result.n_malformed_refs == 1 and result.ref == 0.0
+    assert any("malformed" in w for w in result.warnings)
+
+
+# ---------------------------------------------------------------------------------------------
+# NA and totals
+
+
+def na_case() -> tuple[pl.DataFrame, pl.DataFrame]:
+    sol = table([
+        {"id": "q1", "answer_value": "is_blank", "ref_id": "is_blank"},
+        {"id": "q2", "answer_value": "is_blank", "ref_id": "is_blank"},
+        {"id": "q3", "answer_value": "10"},
+        {"id": "q4", "answer_value": "20"},
+    ])
+    sub = table([
+        {"id": "q1", "answer_value": UNABLE, "ref_id": "is_blank"},  # correct abstention
+        {"id": "q2", "answer_value": "7", "ref_id": "['d1']"},  # answered an NA question
+        {"id": "q3", "answer_value": "10"},
+        {"id": "q4", "answer_value": "is_blank", "ref_id": "is_blank"},  # abstained on answerable
+    ])
+    return sol, sub
+
+
+def test_na_mean_over_all_rows_in_wattbot_variant() -> None:
+    r = score_frames(*na_case(), variant="wattbot")
+    # na_ok: q1 yes, q2 no, q3/q4 non-NA count as correct (even q4, which abstained)
+    assert r.na == pytest.approx(3 / 4)
+    assert r.value == pytest.approx(3 / 4)  # q1, q2 blank truth always right; q3 right; q4 wrong
+    assert r.ref == pytest.approx((1 + 0 + 1 + 0) / 4)
+    assert r.score == pytest.approx(0.75 * 0.75 + 0.15 * 0.5 + 0.10 * 0.75)
+    assert r.n == 4 and r.n_na == 2
+
+
+def test_na_recall_in_recall_variant() -> None:
+    r = score_frames(*na_case(), variant="wattbot-recall")
+    assert r.na == pytest.approx(1 / 2)  # recall over the two NA questions
+    assert r.score == pytest.approx(0.75 * 0.75 + 0.15 * 0.5 + 0.10 * 0.5)
+
+
+@pytest.mark.parametrize("token", ["", "na", "N/A", "IS_BLANK", UNABLE, UNABLE.upper() + " extra"])
+@pytest.mark.parametrize("variant", BOTH)
+def test_blank_tokens_count_as_abstention(variant: str, token: str) -> None:
+    sol = table([{"id": "q1", "answer_value": "is_blank", "ref_id": "is_blank"}])
+    sub = table([{"id": "q1", "answer_value": token, "ref_id": "is_blank"}])
+    r = score_frames(sol, sub, variant)
+    assert r.na == 1.0 and r.score == pytest.approx(1.0)
+
+
+def test_recall_without_na_questions_is_one() -> None:
+    sol = table([{"id": "q1", "answer_value": "3"}])
+    sub = table([{"id": "q1", "answer_value": "is_blank"}])
+    assert score_frames(sol, sub, "wattbot-recall").na == 1.0
+    assert score_frames(sol, sub, "wattbot").na == 1.0  # a non-NA row counts as correct
+
+
+def test_unit_is_reported_but_not_weighted() -> None:
+    sol = table([{"id": "q1", "answer_value": "3", "answer_unit": "kWh"}])
+    sub = table([{"id": "q1", "answer_value": "3", "answer_unit": "MWh"}])
+    r = score_frames(sol, sub)
+    assert r.unit == 0.0 and r.score == pytest.approx(1.0)
+    assert score_frames(sol, table([{"id": "q1", "answer_value": "3", "answer_unit": " kwh "}])).unit == 1.0
+
+
+def test_per_evidence_and_usage_breakdowns() -> None:
+    sol = table([
+        {"id": "q1", "answer_value": "1", "Quote": "1", "Table": "0", "is_NA": "0", "Usage": "Public"},
+        {"id": "q2", "answer_value": "2", "Quote": "0", "Table": "1", "is_NA": "0", "Usage": "Private"},
+        {"id": "q3", "answer_value": "is_blank", "ref_id": "is_blank", "Quote": "0", "Table": "0",
+         "is_NA": "1", "Usage": "Public"},
+    ])
+    sub = table([
+        {"id": "q1", "answer_value": "1"},
+        {"id": "q2", "answer_value": "3"},
+        {"id": "q3", "answer_value": "is_blank", "ref_id": "is_blank"},
+    ])
+    r = score_frames(sol, sub)
+    assert r.per_evidence["Quote"] == {"n": 1, "value": 1.0}
+    assert r.per_evidence["Table"] == {"n": 1, "value": 0.0}
+    assert r.per_evidence["is_NA"] == {"n": 1, "value": 1.0}
+    assert set(r.per_usage) == {"Public", "Private"}
+    assert r.per_usage["Public"]["score"] == pytest.approx(1.0)
+    assert r.per_usage["Private"]["value"] == 0.0 and r.per_usage["Private"]["n"] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# malformed input
+
+
+def test_missing_ids_count_as_wrong_and_warn() -> None:
+    sol = table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "is_blank", "ref_id": "is_blank"}])
+    sub = table([{"id": "q1", "answer_value": "1"}, {"id": "q9", "answer_value": "5"}])
+    r = score_frames(sol, sub)
+    assert r.n_missing == 1 and r.n_extra == 1
+    row = r.table.filter(pl.col("qid") == "q2").to_dicts()[0]
+    assert row["missing"] and not row["value_ok"] and row["ref_score"] == 0.0 and not row["na_ok"]
+    assert r.score == pytest.approx(0.5)
+    assert any("q2" in w for w in r.warnings) and any("q9" in w for w in r.warnings)
+    sub_only = score_frames(sol, sub, subset=True)
+    assert sub_only.n == 1 and sub_only.score == pytest.approx(1.0)
+
+
+def test_missing_column_is_named() -> None:
+    sol = table([{"id": "q1", "answer_value": "1"}])
+    with pytest.raises(MetricError, match="submission: missing column.*'ref_id'"):
+        score_frames(sol, sol.drop("ref_id"))
+    with pytest.raises(MetricError, match="solutions: missing column.*'answer_value'"):
+        score_frames(sol.drop("answer_value"), sol)
+
+
+def test_duplicate_and_empty_ids_are_named() -> None:
+    sol = table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2"}])
+    dup = table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2"}, {"id": "q1", "answer_value": "1"}])
+    with pytest.raises(MetricError, match="rows 1 and 3, column 'id': duplicate id 'q1'"):
+        score_frames(sol, dup)
+    empty = table([{"id": "q1", "answer_value": "1"}, {"id": " ", "answer_value": "2"}])
+    with pytest.raises(MetricError, match="row 2, column 'id': empty id"):
+        score_frames(sol, empty)
+
+
+def test_empty_explanation_is_an_error_naming_the_row() -> None:
+    sol = table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2"}])
+    sub = table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2", "explanation": " "}])
+    with pytest.raises(MetricError, match=r"row 2 \(id 'q2'\), column 'explanation'"):
+        score_frames(sol, sub)
+
+
+def test_unknown_variant() -> None:
+    sol = table([{"id": "q1", "answer_value": "1"}])
+    with pytest.raises(MetricError, match="unknown metric variant"):
+        score_frames(sol, sol, "kaggle")
+
+
+# ---------------------------------------------------------------------------------------------
+# files and properties
+
+
+@pytest.mark.skipif(not PUBLIC.is_file(), reason="WattBot data not present")
+@pytest.mark.parametrize("variant", BOTH)
+def test_public_solutions_self_score(variant: str) -> None:
+    r = score_files(PUBLIC, PUBLIC, variant)
+    assert r.score == 1.0 and r.n == 187 and r.n_na == 8
+    assert r.per_evidence["Quote"]["n"] == 136 and r.per_usage["Public"]["n"] == 187
+
+
+cell = st.one_of(
+    st.text(max_size=20),
+    st.sampled_from(["is_blank", "", "N/A", UNABLE, "[1,2]", "['a','b']", "1,000", "1e3", "[", "{a}", "nan"]),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(cell, cell, cell), min_size=1, max_size=6), st.sampled_from(BOTH))
+def test_self_score_is_one_and_never_raises(rows: list[tuple[str, str, str]], variant: str) -> None:
+    sol = table([
+        {"id": f"q{i}", "answer_value": v, "ref_id": r, "answer_unit": u} for i, (v, r, u) in enumerate(rows)
+    ])
+    assert score_frames(sol, sol, variant).score == pytest.approx(1.0)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(cell, cell, cell, cell), min_size=1, max_size=6), st.sampled_from(BOTH))
+def test_scorer_never_raises_on_arbitrary_values(rows: list[tuple[str, str, str, str]], variant: str) -> None:
+    sol = table([{"id": f"q{i}", "answer_value": a, "ref_id": b} for i, (a, b, _, _) in enumerate(rows)])
+    sub = table([{"id": f"q{i}", "answer_value": c, "ref_id": d} for i, (_, _, c, d) in enumerate(rows)])
+    r = score_frames(sol, sub, variant)
+    assert 0.0 <= r.score <= 1.0 + 1e-12
+    assert r.n == len(rows)

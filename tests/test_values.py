@@ -1,0 +1,125 @@
+"""Canonical answer values (kohaku/values.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kohaku.values import canonical, is_blank_value, parse_number, render, same
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("1000", 1000.0), ("1,000", 1000.0), ("1000.0", 1000.0), ("1e3", 1000.0), ("1.25E+12", 1.25e12),
+        ("about 1000", 1000.0), ("approximately 2.5", 2.5), ("~1k", 1000.0), ("> 5", 5.0),
+        ("more than 100", 100.0), ("2B", 2e9), ("3.5 million", 3.5e6), ("40M", 4e7), ("1.5T", 1.5e12),
+        ("2 thousand", 2000.0), ("50%", 50.0), ("$40M", 4e7), ("400x", 400.0), ("-5", -5.0),
+        (".5", 0.5), ("3.14 x 10^23", 3.14e23), ("True", 1.0), ("false", 0.0), ("yes", 1.0), ("No.", 0.0),
+        ("[5]", 5.0), ("'24'", 24.0), ("1,234,567.5", 1234567.5),
+    ],
+)
+def test_numbers(text: str, expected: float) -> None:
+    c = canonical(text)
+    assert c.kind == "number"
+    assert c.numbers[0] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("[1.2,4]", (1.2, 4.0)), ("[4, 1.2]", (1.2, 4.0)), ("1.2-4", (1.2, 4.0)), ("1.2 – 4", (1.2, 4.0)),
+        ("1.2 to 4", (1.2, 4.0)), ("from 1.2 to 4", (1.2, 4.0)), ("between 4 and 1.2", (1.2, 4.0)),
+        ("10-20%", (10.0, 20.0)), ("1-2 million", (1e6, 2e6)), ("[0.06,3,426]", (0.06, 3.0, 426.0)),
+        ("-5-10", (-5.0, 10.0)), ("2010-2014", (2010.0, 2014.0)),
+    ],
+)
+def test_ranges(text: str, expected: tuple[float, ...]) -> None:
+    c = canonical(text)
+    assert c.kind == "range"
+    assert c.numbers == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "  ", "is_blank", "IS_BLANK", "na", "N/A", "[]",
+     "Unable to answer with confidence based on the provided documents.",
+     "unable to answer with confidence based on the provided documents, sorry"],
+)
+def test_blank_tokens(text: str) -> None:
+    assert canonical(text).kind == "blank"
+    assert render(text) == "is_blank"
+
+
+def test_unable_prefix_only_at_start() -> None:
+    assert not is_blank_value("We are unable to answer with confidence based on the provided documents")
+    assert is_blank_value(None)
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [("Command-R Plus", "command-r plus"), ("  ML.ENERGY   Benchmark ", "ml.energy benchmark"),
+     ("Claude-3.7 Sonnet", "claude-3.7 sonnet"), ("Jevons' Paradox", "jevons' paradox"),
+     ("Overleaf", "overleaf"), ("1,5", "1,5")],
+)
+def test_names(text: str, key: str) -> None:
+    c = canonical(text)
+    assert c.kind == "name" and c.items == (key,)
+
+
+def test_lists_of_names_sorted_and_case_insensitive() -> None:
+    a, b = canonical("['Foo', 'bar']"), canonical("[BAR,foo]")
+    assert a.kind == "list" and a.items == ("bar", "foo")
+    assert same(a, b)
+    assert render(a) == "[bar,Foo]"
+
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        ("100", "100.1", True), ("100", "100.2", False), ("0", "0.001", True), ("0", "0.0011", False),
+        ("1,000", "1000.0", True), ("1e3", "1000", True), ("1000", "900", False),
+        ("[1.2,4]", "1.2-4", True), ("[1.2,4]", "[4,1.2]", True), ("[1.2,4]", "[1.2,4.1]", False),
+        ("[1,2]", "1", False), ("5", "[5]", True), ("true", "1", True), ("no", "0", True),
+        ("Hivemind", "hivemind.", True), ("Hivemind", "Hive mind", False), ("is_blank", "", True),
+        ("is_blank", "0", False), ("[1,2,3]", "[1,2]", False),
+    ],
+)
+def test_same(a: str, b: str, expected: bool) -> None:
+    assert same(a, b) is expected
+    assert same(b, a) is expected
+
+
+@pytest.mark.parametrize(
+    "text, out",
+    [("1000.0", "1000"), ("1,000", "1000"), ("1.25E+12", "1250000000000"), ("0.1", "0.1"), ("-0", "0"),
+     ("3.14e23", "3.14e23"), ("[80.0, 90.0]", "[80,90]"), ("80-90", "[80,90]"), ("1e-5", "1e-5"),
+     ("about 2.5 billion", "2500000000"), ("Command-R Plus", "Command-R Plus"), ("N/A", "is_blank")],
+)
+def test_render(text: str, out: str) -> None:
+    assert render(text) == out
+
+
+def test_parse_number_rejects_non_numbers() -> None:
+    for text in ("abc", "1 000", "1.2.3", "over the top", "inf", "nan", "1e999"):
+        assert parse_number(text) is None, text
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text())
+def test_arbitrary_strings_never_raise_and_render_is_stable(text: str) -> None:
+    c = canonical(text)
+    assert c.kind in {"blank", "number", "range", "list", "name"}
+    out = render(c)
+    assert isinstance(out, str) and out
+    assert same(c, c)
+    # the rendered form means the same thing as the original
+    assert same(canonical(out), c), (text, out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15))
+def test_numbers_round_trip(x: float) -> None:
+    assert same(render(str(x)), x)
+    assert canonical(render(x)).kind == "number"

@@ -1,0 +1,246 @@
+"""Voting core, ref modes, tie-breaks and the vote stage (kohaku/stages/vote.py)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import polars as pl
+import pytest
+from omegaconf import OmegaConf
+
+from kohaku.config import ConfigError, build
+from kohaku.stage import StageContext
+from kohaku.stages.vote import STAGE, VoteConfig, generations_to_candidates, vote
+from kohaku.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
+
+
+def cands(values: list[str], refs: list[list[str]] | None = None, qid: str = "q1",
+          blank: list[bool] | None = None) -> pl.DataFrame:
+    n = len(values)
+    return pl.DataFrame(
+        {
+            "qid": [qid] * n,
+            "source_idx": list(range(n)),
+            "answer_value": values,
+            "ref_id": refs if refs is not None else [["d1"]] * n,
+            "answer": [f"answer {i}" for i in range(n)],
+            "explanation": [f"expl {i}" for i in range(n)],
+            "is_blank": blank if blank is not None else [False] * n,
+        },
+        schema={"qid": pl.String, "source_idx": pl.Int64, "answer_value": pl.String,
+                "ref_id": pl.List(pl.String), "answer": pl.String, "explanation": pl.String,
+                "is_blank": pl.Boolean},
+    )
+
+
+def one(df: pl.DataFrame, **cfg) -> dict:
+    out = vote(df, VoteConfig(**cfg))
+    assert out.height == 1
+    return out.to_dicts()[0]
+
+
+def test_canonical_vote_beats_raw_string_vote() -> None:
+    df = cands(["1000", "1,000", "1000.0", "900", "900"])
+    raw = one(df, canonical=False)
+    assert raw["answer_value"] == "900" and raw["agreement"] == pytest.approx(0.4)
+    can = one(df)
+    assert can["answer_value"] == "1000" and can["agreement"] == pytest.approx(0.6)
+    assert can["explanation"] == "expl 0"  # from a sample that agrees with the winner
+
+
+def test_ignore_blank_drops_blanks_when_any_sample_answers() -> None:
+    df = cands(["is_blank", "is_blank", "is_blank", "42"], blank=[True, True, True, False])
+    assert one(df)["answer_value"] == "42"
+    kept = one(df, ignore_blank=False)
+    assert kept["is_blank"] and kept["answer_value"] == "is_blank" and kept["ref_id"] == []
+    assert kept["agreement"] == pytest.approx(0.75) and kept["n_blank"] == 3
+
+
+def test_all_blank_and_invalid_samples() -> None:
+    df = cands(["is_blank", "7"], blank=[True, True])  # "7" comes from an invalid generation
+    out = one(df)
+    assert out["is_blank"] and out["explanation"] == "is_blank"
+    assert out["answer"].startswith("Unable to answer")
+
+
+def test_tolerance_groups_close_values() -> None:
+    out = one(cands(["100", "100.05", "250"]))
+    assert out["answer_value"] == "100" and out["agreement"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("answer_priority", ["a"]),  # the most common ref set among the agreeing samples
+        ("union", ["a", "b", "c"]),
+        ("intersection", ["a"]),
+        ("majority", ["a"]),  # a: 3/3, b: 1/3, c: 1/3
+    ],
+)
+def test_ref_modes(mode: str, expected: list[str]) -> None:
+    df = cands(["5", "5", "5", "6"], refs=[["a"], ["a", "b"], ["a", "c"], ["z"]])
+    # sets: {a} x1, {a,b} x1, {a,c} x1 -> tie, answer_priority takes the first
+    out = one(df, ref_mode=mode)
+    assert out["ref_id"] == expected
+    assert "z" not in out["ref_id"]  # refs only from samples agreeing with the winner
+
+
+def test_answer_priority_majority_set_and_consistent_row() -> None:
+    df = cands(["5", "5", "5"], refs=[["b"], ["a", "c"], ["c", "a"]])
+    out = one(df)
+    assert sorted(out["ref_id"]) == ["a", "c"]
+    assert out["explanation"] == "expl 1" and out["source_idx"] == 1  # the row holding those refs
+
+
+def test_intersection_falls_back_when_empty() -> None:
+    out = one(cands(["5", "5"], refs=[["a"], ["b"]]), ref_mode="intersection")
+    assert out["ref_id"] == ["a"] and out["ref_fallback"]
+
+
+def test_majority_mode_keeps_ids_cited_by_more_than_half() -> None:
+    df = cands(["5"] * 4, refs=[["a", "b"], ["a"], ["a", "b", "c"], ["b"]])
+    assert one(df, ref_mode="majority")["ref_id"] == ["a", "b"]  # a 3/4, b 3/4, c 1/4
+
+
+def test_tiebreak_first_and_priority() -> None:
+    df = cands(["10", "20", "20", "10"])
+    assert one(df)["answer_value"] == "10"  # first
+    weighted = one(df, weights=[1, 1, 1, 1], tiebreak="priority")
+    assert weighted["answer_value"] == "10"  # equal weights: priority = first
+    assert one(df, weights=[1, 1.5, 0.5, 1], tiebreak="priority")["answer_value"] == "20"
+    # weights change the vote itself: 10 -> 3+1, 20 -> 1+1
+    assert one(df, weights=[3, 1, 1, 1])["answer_value"] == "10"
+    assert one(df, weights=[0.5, 1, 1, 0.5])["answer_value"] == "20"
+
+
+def test_tiebreak_blank_after_blank_filtering() -> None:
+    df = cands(["10", "20", "is_blank"], blank=[False, False, True])
+    assert one(df, tiebreak="blank")["is_blank"]
+    # a clear winner is not affected; the blank sample does not create a tie (fix of §11.14)
+    assert one(cands(["10", "10", "is_blank", "is_blank"], blank=[False, False, True, True]),
+               tiebreak="blank")["answer_value"] == "10"
+
+
+def test_tiebreak_random_is_seeded_per_question() -> None:
+    frames = [cands(["10", "20", "30"], qid=f"q{i}") for i in range(40)]
+    df = pl.concat(frames)
+    a = vote(df, VoteConfig(tiebreak="random", seed=1))["answer_value"].to_list()
+    b = vote(df, VoteConfig(tiebreak="random", seed=1))["answer_value"].to_list()
+    c = vote(df, VoteConfig(tiebreak="random", seed=2))["answer_value"].to_list()
+    assert a == b and a != c
+    assert set(a) == {"10", "20", "30"}
+    # independent of question order
+    rev = vote(pl.concat(frames[::-1]), VoteConfig(tiebreak="random", seed=1))
+    assert dict(zip(rev["qid"], rev["answer_value"])) == dict(zip([f"q{i}" for i in range(40)], a))
+
+
+def test_ranges_and_names_are_voted_canonically() -> None:
+    assert one(cands(["[80,90]", "80-90", "85"]))["answer_value"] == "[80,90]"
+    assert one(cands(["Hivemind", "hivemind.", "Lamina"]))["answer_value"] == "Hivemind"
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError, match="vote.ref_mode"):
+        build(VoteConfig, {"ref_mode": "nope"}, "vote")
+    with pytest.raises(ConfigError, match="vote.tiebreak"):
+        build(VoteConfig, {"tiebreak": "coin"}, "vote")
+    with pytest.raises(ConfigError, match="vote.colour"):
+        build(VoteConfig, {"colour": 1}, "vote")
+    with pytest.raises(ConfigError, match="vote.weights has 2 entries"):
+        vote(cands(["1", "2", "3"]), VoteConfig(weights=[1, 1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# generations -> candidates
+
+
+def generations() -> pl.DataFrame:
+    rows = [
+        # q1: attempt 0 was blank (both samples), attempt 1 answered
+        ("q1", 0, 0, "is_blank", [], True, True),
+        ("q1", 0, 1, "is_blank", [], True, True),
+        ("q1", 1, 0, "12", ["d1"], False, True),
+        ("q1", 1, 1, "13", ["d2"], False, True),
+        ("q1", 1, 2, "13", ["d2"], False, True),
+        # q2: one attempt; sample 1 is invalid (parse failure)
+        ("q2", 0, 1, "99", ["d1"], False, False),
+        ("q2", 0, 0, "Hivemind", ["d2", "ghost"], False, True),
+    ]
+    return pl.DataFrame(
+        [dict(zip(("qid", "attempt", "sample_idx", "answer_value", "ref_id", "is_blank", "valid"), r),
+              raw="{}", answer=f"ans {r[3]}", explanation=f"because {r[3]}") for r in rows],
+        schema_overrides={"ref_id": pl.List(pl.String)},
+    )
+
+
+def test_last_attempt_and_first_n_samples() -> None:
+    c = generations_to_candidates(generations(), None)
+    q1 = c.filter(pl.col("qid") == "q1")
+    assert q1["answer_value"].to_list() == ["12", "13", "13"]
+    q2 = c.filter(pl.col("qid") == "q2").sort("source_idx")
+    assert q2["is_blank"].to_list() == [False, True]  # invalid -> blank
+    assert vote(c).sort("qid")["answer_value"].to_list() == ["13", "Hivemind"]
+    c1 = generations_to_candidates(generations(), 1)
+    assert c1.filter(pl.col("qid") == "q1")["answer_value"].to_list() == ["12"]
+    assert vote(c1).sort("qid")["answer_value"].to_list() == ["12", "Hivemind"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the stage
+
+
+def run_stage(tmp_path: Path, vote_cfg: dict | None = None) -> tuple[pl.DataFrame, Path, dict]:
+    dirs = {name: tmp_path / name for name in ("questions", "infer", "parse")}
+    for d in dirs.values():
+        d.mkdir()
+    pl.DataFrame({
+        "qid": ["q1", "q2", "q3"],
+        "question": ["How many?", "Which system?", "Unanswered?"],
+        "answer_unit": ["kWh", "is_blank", "percent"],
+    }).write_parquet(dirs["questions"] / "questions.parquet")
+    generations().write_parquet(dirs["infer"] / "generations.parquet")
+    pl.DataFrame({
+        "doc_id": ["d1", "d2"], "title": ["Doc one", "Doc two"], "url": ["https://x/1", "https://x/2"],
+    }).write_parquet(dirs["parse"] / "documents.parquet")
+    out = tmp_path / "out"
+    out.mkdir()
+    cfg = OmegaConf.create({"seed": 0, "vote": {**OmegaConf.to_container(
+        OmegaConf.load(Path(__file__).parents[1] / "conf/vote/default.yaml")), **(vote_cfg or {})}})
+    ctx = StageContext(stage=STAGE, cfg=cfg, input_dirs=dirs, out_dir=out, services=None,
+                       log=logging.getLogger("test"))
+    tables = STAGE.compute(ctx)
+    return tables["answers"], out, ctx.summary
+
+
+def test_vote_stage_writes_consistent_answers_and_submission(tmp_path: Path) -> None:
+    answers, out, summary = run_stage(tmp_path)
+    assert answers["qid"].to_list() == ["q1", "q2", "q3"]
+    q1, q2, q3 = answers.to_dicts()
+    assert q1["answer_value"] == "13" and q1["ref_id"] == ["d2"] and q1["ref_url"] == ["https://x/2"]
+    assert q1["explanation"] == "because 13" and q1["answer_unit"] == "kWh"
+    assert q1["agreement"] == pytest.approx(2 / 3) and q1["n_votes"] == 3
+    # unknown doc id: kept in ref_id, no url
+    assert q2["ref_id"] == ["d2", "ghost"] and q2["ref_url"] == ["https://x/2"]
+    assert q3["is_blank"] and q3["n_votes"] == 0
+    assert summary["n_questions"] == 3 and summary["n_blank"] == 1 and summary["n_unanswered"] == 1
+    assert summary["n_unknown_refs"] == 1
+
+    sub = read_csv_str(out / "submission.csv")
+    assert tuple(sub.columns) == SUBMISSION_COLUMNS
+    assert validate_submission(sub) == []
+    rows = {r["id"]: r for r in sub.to_dicts()}
+    assert rows["q1"]["ref_id"] == "['d2']" and rows["q1"]["ref_url"] == "['https://x/2']"
+    assert rows["q2"]["ref_id"] == "['d2','ghost']" and rows["q2"]["answer_unit"] == "is_blank"
+    assert rows["q2"]["supporting_materials"] == "Doc two"
+    assert rows["q3"] == {
+        "id": "q3", "question": "Unanswered?",
+        "answer": "Unable to answer with confidence based on the provided documents.",
+        "answer_value": "is_blank", "answer_unit": "percent", "ref_id": "is_blank", "ref_url": "is_blank",
+        "supporting_materials": "is_blank", "explanation": "is_blank",
+    }
+
+
+def test_vote_stage_n_samples(tmp_path: Path) -> None:
+    answers, _, _ = run_stage(tmp_path, {"n_samples": 1})
+    assert answers["answer_value"].to_list() == ["12", "Hivemind", "is_blank"]
