@@ -29,6 +29,17 @@ from kohaku.pipeline import run_pipeline  # noqa: E402
 log = logging.getLogger("kohaku")
 
 
+def _accept_plus_experiment(argv: list[str]) -> list[str]:
+    """Let ``+experiment=NAME`` and ``experiment=NAME`` both work.
+
+    conf/config.yaml lists ``experiment: null`` in its defaults (so every config names its
+    experiment slot), and Hydra refuses to *append* a group that is already listed there
+    ("Multiple values for experiment"). The documented ``+experiment=NAME`` form therefore
+    becomes the equivalent override ``experiment=NAME``.
+    """
+    return [arg[1:] if arg.startswith("+experiment=") else arg for arg in argv]
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -44,4 +55,5 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    sys.argv = _accept_plus_experiment(sys.argv)
     main()

@@ -1,0 +1,178 @@
+"""Readers for the corpus description files: metadata.csv, questions and solutions CSVs.
+
+Every column is read as a string (ids such as ``q003`` or years must not become numbers), a
+UTF-8 byte-order mark is accepted, and each problem is reported with the file and the row at
+fault (row numbers count data rows from 1, as a spreadsheet shows them below the header).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+METADATA_COLUMNS = ("id", "type", "title", "year", "citation", "url")
+QUESTION_COLUMNS = ("id", "question", "answer_unit")
+SOLUTION_COLUMNS = ("id", "answer_value", "ref_id")
+
+log = logging.getLogger(__name__)
+
+
+class CorpusError(ValueError):
+    """A corpus file is missing, unreadable or malformed; the message names file and row."""
+
+
+@dataclass
+class CorpusConfig:
+    """The ``corpus`` config group.
+
+    root:      folder with metadata.csv and the documents (pdfs/, corpus/, docs/, or loose files).
+    metadata:  metadata CSV, relative to root.
+    questions: questions CSV; a relative path resolves against root when the file exists
+               there, else against the working directory.
+    solutions: answers CSV for scoring (same resolution), or null when there are none.
+    name:      short label used in reports.
+    """
+
+    root: str = "data/sample"
+    metadata: str = "metadata.csv"
+    questions: str | None = "questions.csv"
+    solutions: str | None = None
+    name: str = "sample"
+
+    @property
+    def root_path(self) -> Path:
+        return Path(self.root).expanduser()
+
+    @property
+    def metadata_path(self) -> Path:
+        path = Path(self.metadata).expanduser()
+        return path if path.is_absolute() else self.root_path / path
+
+    @property
+    def questions_path(self) -> Path | None:
+        return resolve_against_root(self.root_path, self.questions)
+
+    @property
+    def solutions_path(self) -> Path | None:
+        return resolve_against_root(self.root_path, self.solutions)
+
+
+def resolve_against_root(root: Path, value: str | None) -> Path | None:
+    """``value`` as a path: absolute as is; relative under ``root`` when it exists there, else
+    relative to the working directory (so ``corpus.questions=my/file.csv`` works from the shell)."""
+    if value is None or str(value).strip() == "":
+        return None
+    path = Path(str(value)).expanduser()
+    if path.is_absolute():
+        return path
+    under_root = root / path
+    if under_root.exists() or not path.exists():
+        return under_root
+    return path
+
+
+def _read_csv_strings(path: Path, what: str) -> pl.DataFrame:
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: {what} file not found; check the corpus config (corpus.root / the path)")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        # Spreadsheet exports are often cp1252, sometimes mixed with UTF-8 cells: keep valid
+        # UTF-8 sequences and read the stray bytes as cp1252.
+        text = _decode_mixed(raw)
+        log.warning(
+            "%s: %s is not valid UTF-8 (%s at byte %d); stray bytes read as cp1252",
+            path, what, exc.reason, exc.start,
+        )
+    if not text.strip():
+        raise CorpusError(f"{path}: {what} file is empty")
+    try:
+        df = pl.read_csv(
+            io.BytesIO(text.replace("\r\n", "\n").encode("utf-8")),
+            infer_schema=False,
+            empty_string_is_null=False,
+        )
+    except Exception as exc:  # polars raises ComputeError and friends for malformed CSV
+        raise CorpusError(f"{path}: cannot parse {what} as CSV: {exc}") from exc
+    df = df.rename({c: c.strip() for c in df.columns})
+    return df.with_columns(pl.col(c).fill_null("") for c in df.columns)
+
+
+def _decode_mixed(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="surrogateescape")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return re.sub(
+        "[\udc80-\udcff]",
+        lambda m: bytes([ord(m.group()) - 0xDC00]).decode("cp1252", errors="replace"),
+        text,
+    )
+
+
+def _require_columns(df: pl.DataFrame, required: tuple[str, ...], path: Path, what: str) -> None:
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise CorpusError(
+            f"{path}: {what} lacks column(s) {missing}; found {df.columns}. "
+            f"Expected at least {list(required)}."
+        )
+
+
+def _check_ids(df: pl.DataFrame, col: str, path: Path, what: str) -> None:
+    ids = df[col].to_list()
+    for i, value in enumerate(ids, start=1):
+        if value.strip() == "":
+            raise CorpusError(f"{path}: row {i} of {what} has an empty '{col}'; give every row an id")
+    seen: dict[str, int] = {}
+    for i, value in enumerate(ids, start=1):
+        key = value.strip()
+        if key in seen:
+            raise CorpusError(
+                f"{path}: duplicate {col} '{key}' in rows {seen[key]} and {i} of {what}; ids must be unique"
+            )
+        seen[key] = i
+
+
+def read_metadata(path: str | Path) -> pl.DataFrame:
+    """metadata.csv as (id, type, title, year, citation, url, ...) strings, ids stripped."""
+    path = Path(path)
+    df = _read_csv_strings(path, "metadata")
+    _require_columns(df, METADATA_COLUMNS, path, "metadata")
+    df = df.with_columns(pl.col(c).str.strip_chars() for c in METADATA_COLUMNS)
+    _check_ids(df, "id", path, "metadata")
+    rest = [c for c in df.columns if c not in METADATA_COLUMNS]
+    return df.select(*METADATA_COLUMNS, *rest)
+
+
+def read_questions(path: str | Path) -> pl.DataFrame:
+    """Questions CSV as qid (from ``id``), question, answer_unit and the other columns, all str."""
+    path = Path(path)
+    df = _read_csv_strings(path, "questions")
+    _require_columns(df, QUESTION_COLUMNS, path, "questions")
+    df = df.with_columns(pl.col("id").str.strip_chars())
+    _check_ids(df, "id", path, "questions")
+    for i, q in enumerate(df["question"].to_list(), start=1):
+        if q.strip() == "":
+            raise CorpusError(f"{path}: row {i} (id '{df['id'][i - 1]}') has an empty question")
+    df = df.rename({"id": "qid"})
+    rest = [c for c in df.columns if c not in ("qid", "question", "answer_unit")]
+    return df.select("qid", "question", "answer_unit", *rest)
+
+
+def read_solutions(path: str | Path) -> pl.DataFrame:
+    """Solutions CSV as qid (from ``id``), answer_value, ref_id and the other columns, all str."""
+    path = Path(path)
+    df = _read_csv_strings(path, "solutions")
+    _require_columns(df, SOLUTION_COLUMNS, path, "solutions")
+    df = df.with_columns(pl.col("id").str.strip_chars())
+    _check_ids(df, "id", path, "solutions")
+    df = df.rename({"id": "qid"})
+    rest = [c for c in df.columns if c not in ("qid", "answer_value", "ref_id")]
+    return df.select("qid", "answer_value", "ref_id", *rest)

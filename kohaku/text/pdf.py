@@ -1,0 +1,426 @@
+"""PDF -> parse blocks with pdfplumber: reading order, columns, headings by font, ruled tables.
+
+Per page:
+- ruled tables come from ``page.find_tables()``; each becomes a ``table`` block (one row per
+  line, cells joined by `` | ``) and the words inside its box are left out of the text;
+- words (with font size and name) are grouped into rows; a two-column page is recognised by a
+  gutter in the x-histogram of the words (an empty vertical band near the middle with text on
+  both sides); rows that cross the gutter are full-width (titles, abstracts, wide figures);
+  reading order is: each full-width run, then the left column, then the right column;
+- rows are classified against the document's body font size (the character-weighted mode):
+  clearly larger or bold short rows are headings (levels by size rank, or by the number prefix
+  "2.3"), "Figure n:" / "Table n:" rows start captions, the rest is body text grouped into
+  paragraph blocks by vertical gaps and first-line indentation;
+- ``page.close()`` after each page keeps memory flat on long documents.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kohaku.text.clean import ends_sentence, normalize_line
+from kohaku.text.formats import DocumentError
+from kohaku.text.headings import is_caption
+
+log = logging.getLogger(__name__)
+
+Block = dict[str, Any]
+
+
+@dataclass
+class _Row:
+    words: list[dict[str, Any]]
+    top: float
+    bottom: float
+    x0: float
+    x1: float
+    column: int = 0             # 0 full width, 1 left, 2 right
+    text: str = ""
+    size: float = 0.0
+    bold: bool = False
+    n_chars: int = 0
+
+
+@dataclass
+class _Table:
+    top: float
+    bottom: float
+    x0: float
+    x1: float
+    rows: list[str] = field(default_factory=list)
+    column: int = 0
+
+
+@dataclass
+class PdfOptions:
+    min_gutter: float = 8.0         # points; narrower gaps are word spaces, not a gutter
+    heading_ratio: float = 1.12     # size / body size above which a short row is a heading
+    max_heading_words: int = 16
+    tables: bool = True
+
+
+def _is_bold(fontname: str) -> bool:
+    name = (fontname or "").lower()
+    return any(k in name for k in ("bold", "black", "heavy", "semibold", ",b", "-b", "cmbx"))
+
+
+def _rows_from_words(words: list[dict[str, Any]], tol: float = 2.5) -> list[_Row]:
+    words = sorted(words, key=lambda w: (round(w["top"], 1), w["x0"]))
+    rows: list[_Row] = []
+    for w in words:
+        if rows and abs(w["top"] - rows[-1].top) <= tol:
+            r = rows[-1]
+            r.words.append(w)
+            r.bottom = max(r.bottom, w["bottom"])
+            r.x0 = min(r.x0, w["x0"])
+            r.x1 = max(r.x1, w["x1"])
+        else:
+            rows.append(_Row([w], w["top"], w["bottom"], w["x0"], w["x1"]))
+    for r in rows:
+        r.words.sort(key=lambda w: w["x0"])
+    return rows
+
+
+def _find_gutter(rows: list[_Row], width: float, min_gutter: float) -> tuple[float, float] | None:
+    """The band between two columns: in the middle 40 % of the text area, the widest run of x
+    positions that few rows cover (full-width titles may cross it), with text on both sides."""
+    if len(rows) < 6:
+        return None
+    x_lo = min(r.x0 for r in rows)
+    x_hi = max(r.x1 for r in rows)
+    span = x_hi - x_lo
+    if span < 200:
+        return None
+    n = int(span) + 1
+    cover = [0] * n
+    for r in rows:
+        for w in r.words:
+            a = max(0, int(w["x0"] - x_lo))
+            b = min(n, int(w["x1"] - x_lo) + 1)
+            for x in range(a, b):
+                cover[x] += 1
+    lo, hi = int(0.3 * span), int(0.7 * span)
+    limit = max(1, int(0.2 * len(rows)))
+    best: tuple[int, int] | None = None
+    start = None
+    for x in range(lo, hi + 1):
+        if cover[x] <= limit:
+            if start is None:
+                start = x
+        else:
+            if start is not None and (best is None or x - start > best[1] - best[0]):
+                best = (start, x)
+            start = None
+    if start is not None and (best is None or hi + 1 - start > best[1] - best[0]):
+        best = (start, hi + 1)
+    if best is None or best[1] - best[0] < min_gutter:
+        return None
+    band = (best[0] + x_lo, best[1] + x_lo)
+    sides = [_row_side(r, band, min_gutter) for r in rows]
+    left = sum(1 for s in sides if s in (1, 3))
+    right = sum(1 for s in sides if s in (2, 3))
+    if left < 3 or right < 3:
+        return None
+    return band
+
+
+def _split_gap(r: _Row, band: tuple[float, float], min_gutter: float) -> int | None:
+    """Index of the word after the widest gap that lies in the band and is gutter-wide."""
+    b0, b1 = band
+    best, best_w = None, 0.0
+    for k in range(1, len(r.words)):
+        g0, g1 = r.words[k - 1]["x1"], r.words[k]["x0"]
+        width = g1 - g0
+        if width >= 0.8 * min_gutter and g1 >= b0 and g0 <= b1 and width > best_w:
+            best, best_w = k, width
+    return best
+
+
+def _row_side(r: _Row, band: tuple[float, float], min_gutter: float) -> int:
+    """0 full width, 1 left column, 2 right column, 3 both columns (split at the gutter)."""
+    b0, b1 = band
+    mid = (b0 + b1) / 2
+    if _split_gap(r, band, min_gutter) is not None and r.x0 < b0 and r.x1 > b1:
+        return 3
+    if r.x1 <= b1 + 1 and r.x0 < mid:
+        return 1
+    if r.x0 >= b0 - 1:
+        return 2
+    return 0
+
+
+def _split_columns(rows: list[_Row], gutter: tuple[float, float] | None, min_gutter: float = 8.0) -> list[_Row]:
+    """Rows tagged with their column; rows with text in both columns are split in two."""
+    if gutter is None:
+        return rows
+    out: list[_Row] = []
+    for r in rows:
+        side = _row_side(r, gutter, min_gutter)
+        if side == 3:
+            k = _split_gap(r, gutter, min_gutter)
+            assert k is not None
+            for col, ws in ((1, r.words[:k]), (2, r.words[k:])):
+                out.append(_Row(ws, min(w["top"] for w in ws), max(w["bottom"] for w in ws),
+                                ws[0]["x0"], max(w["x1"] for w in ws), column=col))
+        else:
+            r.column = side
+            out.append(r)
+    return out
+
+
+def _reading_order(items: list[Any]) -> list[Any]:
+    """Full-width runs in place; between them, the left column then the right column."""
+    items = sorted(items, key=lambda r: (r.top, r.x0))
+    ordered: list[Any] = []
+    band: list[Any] = []
+
+    def close_band() -> None:
+        ordered.extend(sorted((r for r in band if r.column == 1), key=lambda r: (r.top, r.x0)))
+        ordered.extend(sorted((r for r in band if r.column == 2), key=lambda r: (r.top, r.x0)))
+        band.clear()
+
+    for r in items:
+        if r.column == 0:
+            close_band()
+            ordered.append(r)
+        else:
+            band.append(r)
+    close_band()
+    return ordered
+
+
+def _finish_row(r: _Row) -> None:
+    parts: list[str] = []
+    sizes: Counter[float] = Counter()
+    bold = 0
+    n = 0
+    for w in r.words:
+        parts.append(w["text"])
+        k = len(w["text"])
+        n += k
+        sizes[round(float(w.get("size") or 0.0), 1)] += k
+        if _is_bold(w.get("fontname", "")):
+            bold += k
+    r.text = normalize_line(" ".join(parts))
+    r.n_chars = n
+    r.size = sizes.most_common(1)[0][0] if sizes else 0.0
+    r.bold = n > 0 and bold >= 0.6 * n
+
+
+def _table_rows(table: Any) -> list[str]:
+    out = []
+    for row in table.extract() or []:
+        cells = [normalize_line((c or "").replace("\n", " ")) for c in row]
+        if any(cells):
+            out.append(" | ".join(cells))
+    return out
+
+
+def _inside(w: dict[str, Any], bbox: tuple[float, float, float, float]) -> bool:
+    x0, top, x1, bottom = bbox
+    cx = (w["x0"] + w["x1"]) / 2
+    cy = (w["top"] + w["bottom"]) / 2
+    return x0 - 1 <= cx <= x1 + 1 and top - 1 <= cy <= bottom + 1
+
+
+def _page_items(page: Any, opts: PdfOptions) -> tuple[list[Any], int]:
+    tables: list[_Table] = []
+    if opts.tables:
+        for t in page.find_tables():
+            rows = _table_rows(t)
+            if rows:
+                x0, top, x1, bottom = t.bbox
+                tables.append(_Table(top, bottom, x0, x1, rows))
+    words = page.extract_words(extra_attrs=["size", "fontname"], keep_blank_chars=False, use_text_flow=False)
+    n_words = len(words)
+    # text drawn outside the page box is invisible; it would only confuse the layout
+    pw, ph = float(page.width), float(page.height)
+    words = [w for w in words if w["x1"] > 0 and w["x0"] < pw and w["bottom"] > 0 and w["top"] < ph]
+    if tables:
+        boxes = [(t.x0, t.top, t.x1, t.bottom) for t in tables]
+        words = [w for w in words if not any(_inside(w, b) for b in boxes)]
+    rows = _rows_from_words(words)
+    gutter = _find_gutter(rows, float(page.width), opts.min_gutter)
+    rows = _split_columns(rows, gutter, opts.min_gutter)
+    for r in rows:
+        _finish_row(r)
+    if gutter is not None:
+        g0, g1 = gutter
+        for t in tables:
+            t.column = 1 if t.x1 <= g1 + 1 else 2 if t.x0 >= g0 - 1 else 0
+        # a caption right above or below a table belongs where the table is read
+        for r in rows:
+            if r.text and is_caption(r.text):
+                for t in tables:
+                    near = -25 <= r.top - t.bottom <= 25 or -25 <= t.top - r.bottom <= 25
+                    if near and r.x0 < t.x1 and r.x1 > t.x0:
+                        r.column = t.column
+                        break
+    return _reading_order([r for r in rows if r.text] + tables), n_words
+
+
+def _body_size(pages: list[list[Any]]) -> float:
+    sizes: Counter[float] = Counter()
+    for items in pages:
+        for r in items:
+            if isinstance(r, _Row):
+                sizes[r.size] += r.n_chars
+    return sizes.most_common(1)[0][0] if sizes else 10.0
+
+
+_NUMBER_PREFIX = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+\S")
+
+
+def _is_heading_row(r: _Row, body: float, opts: PdfOptions) -> bool:
+    words = r.text.split()
+    if not words or len(words) > opts.max_heading_words or not re.search(r"[A-Za-z]{2}", r.text):
+        return False
+    if is_caption(r.text):
+        return False
+    larger = r.size >= body * opts.heading_ratio and r.size - body >= 0.8
+    if larger:
+        return True
+    return r.bold and len(words) <= 12 and not ends_sentence(r.text) and r.size >= body - 0.5
+
+
+def _blocks_from_pages(pages: list[list[Any]], opts: PdfOptions) -> list[Block]:
+    body = _body_size(pages)
+    heading_sizes = sorted(
+        {r.size for items in pages for r in items if isinstance(r, _Row) and _is_heading_row(r, body, opts) and r.size > body + 0.4},
+        reverse=True,
+    )
+
+    def level_of(r: _Row) -> int:
+        m = _NUMBER_PREFIX.match(r.text)
+        if m:
+            return m.group(1).count(".") + 1
+        if r.size in heading_sizes:
+            return min(3, heading_sizes.index(r.size) + 1)
+        return min(3, len(heading_sizes) + 1)
+
+    blocks: list[Block] = []
+    for page_no, items in enumerate(pages, start=1):
+        cur: dict[str, Any] | None = None
+        prev: _Row | None = None
+        # typical line gap on this page
+        gaps = [b.top - a.bottom for a, b in zip(items, items[1:])
+                if isinstance(a, _Row) and isinstance(b, _Row) and a.column == b.column and 0 <= b.top - a.bottom < 30]
+        gaps.sort()
+        line_gap = gaps[len(gaps) // 2] if gaps else 3.0
+
+        def close() -> None:
+            nonlocal cur
+            if cur is not None and cur["lines"]:
+                blocks.append({
+                    "page": page_no, "kind": cur["kind"], "text": "\n".join(cur["lines"]),
+                    "font_size": cur["size"], "level": cur.get("level"),
+                })
+            cur = None
+
+        col_left: dict[int, float] = {}
+        for r in items:
+            if isinstance(r, _Row):
+                col_left[r.column] = min(col_left.get(r.column, r.x0), r.x0)
+        for r in items:
+            if isinstance(r, _Table):
+                close()
+                blocks.append({"page": page_no, "kind": "table", "text": "\n".join(r.rows), "font_size": None, "level": None})
+                prev = None
+                continue
+            heading = _is_heading_row(r, body, opts)
+            caption = not heading and is_caption(r.text)
+            new_para = (
+                prev is None
+                or prev.column != r.column
+                or r.top - prev.bottom > max(1.6 * line_gap, line_gap + 4)
+                or r.top < prev.top
+            )
+            if heading:
+                same = cur is not None and cur["kind"] == "heading" and not new_para and abs(cur["size"] - r.size) < 0.3
+                if same:
+                    cur["lines"].append(r.text)
+                else:
+                    close()
+                    cur = {"kind": "heading", "lines": [r.text], "size": r.size, "level": level_of(r)}
+                prev = r
+                continue
+            indent = r.x0 - col_left.get(r.column, r.x0) > 0.8 * max(r.size, 1.0)
+            if caption:
+                close()
+                cur = {"kind": "caption", "lines": [r.text], "size": r.size}
+            elif cur is None or cur["kind"] == "heading" or new_para:
+                close()
+                cur = {"kind": "text", "lines": [r.text], "size": r.size}
+            elif cur["kind"] == "caption" and ends_sentence(cur["lines"][-1]) and abs(cur["size"] - r.size) > 0.3:
+                close()
+                cur = {"kind": "text", "lines": [r.text], "size": r.size}
+            elif cur["kind"] == "text" and indent and prev is not None and ends_sentence(prev.text):
+                close()
+                cur = {"kind": "text", "lines": [r.text], "size": r.size}
+            else:
+                cur["lines"].append(r.text)
+            prev = r
+        close()
+    return blocks
+
+
+def read_pdf(path: Path, opts: PdfOptions | None = None) -> tuple[list[Block], int, list[str]]:
+    """Parse one PDF -> (blocks, n_pages, warnings). Raises DocumentError when unreadable."""
+    import pdfplumber  # imported here: worker processes pay for it only when there are PDFs
+
+    opts = opts or PdfOptions()
+    path = Path(path)
+    if path.stat().st_size == 0:
+        raise DocumentError("empty file (0 bytes); re-download it")
+    warnings: list[str] = []
+    try:
+        pdf = pdfplumber.open(path)
+    except Exception as exc:  # pdfminer raises many types; report them all the same way
+        raise DocumentError(_describe_open_error(exc)) from exc
+    pages: list[list[Any]] = []
+    empty_pages = 0
+    try:
+        n_pages = len(pdf.pages)
+        for page in pdf.pages:
+            try:
+                items, n_words = _page_items(page, opts)
+            except Exception as exc:
+                items, n_words = [], 0
+                warnings.append(f"page {page.page_number}: {type(exc).__name__}: {exc}")
+            finally:
+                page.close()
+            if n_words == 0:
+                empty_pages += 1
+            pages.append(items)
+    except Exception as exc:
+        raise DocumentError(_describe_open_error(exc)) from exc
+    finally:
+        pdf.close()
+    if n_pages == 0:
+        raise DocumentError("PDF has no pages")
+    if empty_pages == n_pages:
+        raise DocumentError("no text layer (scanned or image-only PDF?); run OCR first or supply a text version")
+    if empty_pages:
+        warnings.append(f"{empty_pages} of {n_pages} pages have no text layer")
+    blocks = _blocks_from_pages(pages, opts)
+    if not blocks:
+        raise DocumentError("no text extracted")
+    return blocks, n_pages, warnings
+
+
+def _describe_open_error(exc: Exception) -> str:
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and len(chain) < 5:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    names = " ".join(type(x).__name__ for x in chain)
+    text = " ".join(str(x) for x in chain)
+    if "Password" in names or "password" in text.lower() or "encrypt" in text.lower():
+        return "encrypted PDF (a password is required); supply a decrypted copy"
+    return f"not a readable PDF ({type(exc).__name__}: {str(exc)[:200]})"
