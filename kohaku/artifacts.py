@@ -110,8 +110,13 @@ class ArtifactStore:
         tmp.mkdir()
         return tmp
 
-    def commit(self, stage: str, key: str, tmp: Path, manifest: dict[str, Any]) -> Artifact:
-        """Seal ``tmp`` with a manifest (checksums of all files) and move it into place."""
+    def commit(
+        self, stage: str, key: str, tmp: Path, manifest: dict[str, Any], replace: bool = False
+    ) -> Artifact:
+        """Seal ``tmp`` with a manifest (checksums of all files) and move it into place.
+
+        An intact artifact already in place (another worker finished first) is kept and ``tmp``
+        is dropped, unless ``replace`` (a forced recomputation): then the new copy wins."""
         files = {
             str(p.relative_to(tmp)): sha256_file(p)
             for p in sorted(tmp.rglob("*"))
@@ -122,6 +127,8 @@ class ArtifactStore:
         manifest_tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
         os.replace(manifest_tmp, tmp / MANIFEST)  # the manifest is the last file written
         final = self.folder(stage, key)
+        if replace:
+            self.discard(stage, key)
         try:
             os.rename(tmp, final)
         except OSError:

@@ -76,7 +76,7 @@ def resolve_against_root(root: Path, value: str | None) -> Path | None:
     return path
 
 
-def _read_csv_strings(path: Path, what: str) -> pl.DataFrame:
+def _read_csv_strings(path: Path, what: str, warnings: list[str] | None = None) -> pl.DataFrame:
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: {what} file not found; check the corpus config (corpus.root / the path)")
@@ -87,10 +87,13 @@ def _read_csv_strings(path: Path, what: str) -> pl.DataFrame:
         # Spreadsheet exports are often cp1252, sometimes mixed with UTF-8 cells: keep valid
         # UTF-8 sequences and read the stray bytes as cp1252.
         text = _decode_mixed(raw)
-        log.warning(
-            "%s: %s is not valid UTF-8 (%s at byte %d); stray bytes read as cp1252",
-            path, what, exc.reason, exc.start,
+        message = (
+            f"{path}: {what} is not valid UTF-8 ({exc.reason} at byte {exc.start}); stray bytes "
+            "read as cp1252 (save the file as UTF-8 to silence this)"
         )
+        log.warning("%s", message)
+        if warnings is not None:
+            warnings.append(message)
     if not text.strip():
         raise CorpusError(f"{path}: {what} file is empty")
     try:
@@ -140,27 +143,63 @@ def _check_ids(df: pl.DataFrame, col: str, path: Path, what: str) -> None:
         seen[key] = i
 
 
-def read_metadata(path: str | Path) -> pl.DataFrame:
-    """metadata.csv as (id, type, title, year, citation, url, ...) strings, ids stripped."""
+# A document id becomes a file name (<id>.pdf), the head of node ids (<id>#s1.p2), a
+# [ref_id=<id>] marker in prompts and an item of ['a','b'] ref lists: no path separators,
+# brackets, quotes, commas, '#', spaces or leading dots.
+_SAFE_DOC_ID = re.compile(r"\w[\w.+-]*")
+
+
+def check_doc_id(doc_id: str) -> str | None:
+    """Why ``doc_id`` is not usable as a document id, or None when it is."""
+    if not _SAFE_DOC_ID.fullmatch(doc_id):
+        bad = sorted({c for c in doc_id if not re.fullmatch(r"[\w.+-]", c)})
+        if doc_id.startswith((".", "-", "+")) and not bad:
+            return "starts with '.', '-' or '+'"
+        return "contains " + ", ".join(repr(c) for c in bad)
+    if ".." in doc_id:
+        return "contains '..'"
+    return None
+
+
+def read_metadata(path: str | Path, warnings: list[str] | None = None) -> pl.DataFrame:
+    """metadata.csv as (id, type, title, year, citation, url, ...) strings, ids stripped.
+
+    Ids must be unique and safe as file names (letters, digits, ``_ . + -``; see
+    :func:`check_doc_id`), so a row such as ``../evil`` can never reach outside the corpus.
+    Encoding problems are logged and appended to ``warnings``.
+    """
     path = Path(path)
-    df = _read_csv_strings(path, "metadata")
+    df = _read_csv_strings(path, "metadata", warnings)
     _require_columns(df, METADATA_COLUMNS, path, "metadata")
     df = df.with_columns(pl.col(c).str.strip_chars() for c in METADATA_COLUMNS)
     _check_ids(df, "id", path, "metadata")
+    for i, doc_id in enumerate(df["id"].to_list(), start=1):
+        reason = check_doc_id(doc_id)
+        if reason:
+            raise CorpusError(
+                f"{path}: row {i} of metadata has id {doc_id!r}, which {reason}; document ids may "
+                "use only letters, digits, '_', '.', '+' and '-' (not first, no '..'); rename the "
+                "id and its file"
+            )
     rest = [c for c in df.columns if c not in METADATA_COLUMNS]
     return df.select(*METADATA_COLUMNS, *rest)
 
 
-def read_questions(path: str | Path) -> pl.DataFrame:
-    """Questions CSV as qid (from ``id``), question, answer_unit and the other columns, all str."""
+def read_questions(path: str | Path, warnings: list[str] | None = None) -> pl.DataFrame:
+    """Questions CSV as qid (from ``id``), question, answer_unit and the other columns, all str.
+
+    Encoding problems are logged and appended to ``warnings``."""
     path = Path(path)
-    df = _read_csv_strings(path, "questions")
+    df = _read_csv_strings(path, "questions", warnings)
     _require_columns(df, QUESTION_COLUMNS, path, "questions")
     df = df.with_columns(pl.col("id").str.strip_chars())
     _check_ids(df, "id", path, "questions")
     for i, q in enumerate(df["question"].to_list(), start=1):
         if q.strip() == "":
-            raise CorpusError(f"{path}: row {i} (id '{df['id'][i - 1]}') has an empty question")
+            raise CorpusError(
+                f"{path}: row {i} (id '{df['id'][i - 1]}') has an empty question; write the "
+                "question or delete the row"
+            )
     df = df.rename({"id": "qid"})
     rest = [c for c in df.columns if c not in ("qid", "question", "answer_unit")]
     return df.select("qid", "question", "answer_unit", *rest)

@@ -2,6 +2,12 @@
 
 ``run_pipeline(cfg, run_dir)`` computes (or reuses) every stage the targets need, in pipeline
 order, and writes ``run_dir/run.json`` after each stage, so even a crashed run leaves a record.
+
+A stage that stops on bad input or a bad setting (:func:`user_errors`: a config key, a corpus
+or CSV file, a model backend) fails the run with a :class:`StageError` whose message names the
+stage and keeps the original message (file, row or key, and what to do); ``scripts/run.py``
+prints it without a traceback. run.json records the failed stage and the error either way. Problems a run survives (unreadable documents, invalid model
+outputs, dropped references, ...) are listed at the end of the run log and in run.json.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import platform
 import shutil
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,11 +36,50 @@ from kohaku.artifacts import (
     fingerprint_files,
 )
 from kohaku.config import ConfigError, select
+from kohaku.corpus import CorpusError
 from kohaku.services import Services
 from kohaku.stage import Stage, StageContext
 from kohaku.stages import STAGE_MODULES, get_stage
 
 log = logging.getLogger("kohaku.pipeline")
+
+
+class StageError(ConfigError):
+    """A stage stopped on bad input or a bad setting; the message names the stage, then the
+    file, row or config key at fault and what to do (the original exception is the cause)."""
+
+    def __init__(self, stage: str, error: BaseException) -> None:
+        self.stage = stage
+        self.error = error
+        super().__init__(f"stage '{stage}': {error}")
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions whose message is meant for the user (they name a file, row or key)."""
+    from kohaku.llm.base import BackendError
+    from kohaku.submission import SubmissionError
+
+    return (ConfigError, CorpusError, SubmissionError, BackendError)
+
+
+# Counters in stage summaries that mean "something went wrong but the run went on", with the
+# words used for them in the end-of-run problem lines. A stage may also report its own
+# ``problems = {"what": "documents", "count": N, "items": ["id: reason", ...]}``.
+SUMMARY_EVENTS: dict[str, dict[str, str]] = {
+    "infer": {
+        "invalid": "outputs that were not a JSON answer",
+        "empty": "empty outputs",
+        "truncated": "outputs cut at infer.max_tokens",
+        "dropped_refs": "cited ids not in the context (dropped)",
+        "trimmed": "contexts trimmed to fit the model",
+        "backend_retries": "backend retries",
+        "blank_questions": "questions blank after every retry",
+    },
+    "score": {
+        "n_missing": "questions missing from the submission",
+        "n_malformed_refs": "malformed ref lists",
+    },
+}
 
 # Small files copied from artifacts into the run dir, for people and the leaderboard.
 RUN_DIR_COPIES = {"vote": ["submission.csv"], "score": ["scores.json"]}
@@ -147,9 +193,36 @@ def _versions() -> dict[str, str]:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str))
-    os.replace(tmp, path)
+    """Write ``data`` atomically; the temporary name is unique, so concurrent writers of one
+    file (two runs sharing a cache write ``last.json``) never trample each other."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.part")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def problem_lines(records: dict[str, "StageRecord"]) -> list[tuple[str, list[str]]]:
+    """(headline, items) per stage that survived problems, e.g.
+    ``("parse: 2 documents with problems", ["zero (pdfs/zero.pdf) error: empty file ..."])``."""
+    lines: list[tuple[str, list[str]]] = []
+    for name, rec in records.items():
+        summary = rec.summary or {}
+        problems = summary.get("problems")
+        if isinstance(problems, dict) and problems.get("count"):
+            items = [str(x) for x in problems.get("items") or []]
+            lines.append((f"{name}: {problems['count']} {problems.get('what', 'items')} with problems",
+                          items))
+        events = [
+            f"{summary[key]} {label}"
+            for key, label in SUMMARY_EVENTS.get(name, {}).items()
+            if isinstance(summary.get(key), (int, float)) and summary.get(key)
+        ]
+        if events:
+            lines.append((f"{name}: " + ", ".join(events), []))
+    return lines
 
 
 class Runner:
@@ -168,6 +241,7 @@ class Runner:
         self.force = set(cfg.get("force") or [])
         self.records: dict[str, StageRecord] = {}
         self.artifacts: dict[str, Artifact] = {}
+        self.current: str | None = None  # the stage being run (named in run.json on failure)
 
     def run(self, targets: list[str]) -> RunResult:
         unknown = sorted(set(self.force) - set(self.registry.names))
@@ -175,14 +249,27 @@ class Runner:
             raise ConfigError(f"force={unknown}: unknown stage(s); stages are {self.registry.names}")
         stages = plan_stages(targets, self.registry)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        removed = self.store.clean_scratch()
+        if removed:
+            log.info("removed %d scratch folder(s) left by crashed runs in %s", removed, self.store.root)
         started = time.perf_counter()
         status, error = "ok", None
         try:
             for stage in stages:
-                self._run_stage(stage)
+                self.current = stage.name
+                try:
+                    self._run_stage(stage)
+                except user_errors() as exc:
+                    if isinstance(exc, StageError):
+                        raise
+                    raise StageError(stage.name, exc) from exc
                 self._write_run_json(time.perf_counter() - started, "running", None)
         except BaseException as exc:  # record the failure, then let it propagate
             status, error = "failed", f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, StageError):
+                log.error("run failed: %s", exc)
+            elif self.current:
+                log.error("run failed in stage '%s': %s", self.current, error)
             raise
         finally:
             total = time.perf_counter() - started
@@ -271,7 +358,9 @@ class Runner:
                 "libraries": _versions(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }
-            self.artifacts[stage.name] = self.store.commit(stage.name, key, tmp, manifest)
+            self.artifacts[stage.name] = self.store.commit(
+                stage.name, key, tmp, manifest, replace=stage.name in self.force
+            )
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -288,9 +377,11 @@ class Runner:
             "overrides": overrides,
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "stages": {name: rec.__dict__ for name, rec in self.records.items()},
+            "problems": [headline for headline, _ in problem_lines(self.records)],
             "seconds": round(seconds, 3),
             "status": status,
             "error": error,
+            "failed_stage": self.current if status == "failed" else None,
         }
         _write_json(self.run_dir / "run.json", data)
 
@@ -300,6 +391,9 @@ class Runner:
             lines.append(f"{name:<10}{'hit' if rec.cache_hit else 'miss':<7}{rec.seconds:>9.2f}  {rec.key}")
         lines.append(f"{'total':<17}{total:>9.2f}  run dir: {self.run_dir}")
         log.info("run summary\n%s", "\n".join(lines))
+        for headline, items in problem_lines(self.records):
+            shown = items[:20] + ([f"... {len(items) - 20} more"] if len(items) > 20 else [])
+            log.warning("%s", "\n    ".join([headline + (":" if shown else "")] + shown))
 
 
 def run_pipeline(

@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kohaku.config import ConfigError  # noqa: E402
-from kohaku.pipeline import run_pipeline  # noqa: E402
+from kohaku.pipeline import StageError, run_pipeline  # noqa: E402
 
 log = logging.getLogger("kohaku")
 
@@ -46,7 +46,7 @@ def main(cfg: DictConfig) -> float | None:
     try:
         result = run_pipeline(cfg, run_dir)
     except ConfigError as exc:
-        log.error("configuration error: %s", exc)
+        log.error("%s: %s", "error" if isinstance(exc, StageError) else "configuration error", exc)
         raise SystemExit(2) from exc
     score = result.summary("score").get("score")
     if score is not None:

@@ -159,7 +159,7 @@ def parse_file(fmt: str, path: Path, cfg: ParseConfig) -> tuple[list[dict[str, A
     if not path.is_file():
         raise formats.DocumentError(f"file not found: {path}")
     if path.stat().st_size == 0:
-        raise formats.DocumentError("empty file (0 bytes)")
+        raise formats.DocumentError("empty file (0 bytes); re-download it or remove its metadata row")
     if fmt == "pdf":
         from kohaku.text.pdf import PdfOptions, read_pdf
 
@@ -234,7 +234,8 @@ def parse_corpus(
                 str((d.relative_to(root) if d != root else Path(".")) / f"{doc_id}{_EXT[f]}")
                 for f in cfg.priority for d in _search_dirs(root, cfg, f)
             )
-            row["error"] = f"no document file found (looked for {looked})"
+            row["error"] = (f"no document file found (looked for {looked}); add the file or remove "
+                            "the metadata row")
             doc_rows.append(row)
             continue
         fmt, path = hits[0]
@@ -296,26 +297,45 @@ def log_summary(documents: pl.DataFrame, logger: logging.Logger) -> None:
                 logger.warning("document %s (%s): %s", row["doc_id"], row["source"], w)
 
 
+def document_problems(documents: pl.DataFrame, limit: int = 50) -> dict[str, Any]:
+    """``{"what": "documents", "count": N, "items": ["id (source): reason", ...]}`` for the
+    documents with status error or warning (the runner lists them at the end of the run)."""
+    bad = documents.filter(pl.col("status") != "ok").sort(["status", "doc_id"])
+    items = []
+    for row in bad.head(limit).iter_rows(named=True):
+        reason = row["error"] if row["status"] == "error" else "; ".join(row["warnings"])
+        where = f" ({row['source']})" if row["source"] else ""
+        items.append(f"{row['doc_id']}{where} {row['status']}: {reason}")
+    return {"what": "documents", "count": bad.height, "items": items}
+
+
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     corpus = build(CorpusConfig, ctx.section("corpus"), "corpus")
     cfg = build(ParseConfig, ctx.section("parse"), "parse")
-    metadata = read_metadata(corpus.metadata_path)
+    metadata_warnings: list[str] = []
+    metadata = read_metadata(corpus.metadata_path, metadata_warnings)
     documents, blocks = parse_corpus(corpus.root_path, metadata, cfg)
     log_summary(documents, ctx.log)
+    if documents.height and documents.filter(pl.col("status") != "error").height == 0:
+        ctx.log.error("no document of %s could be read; every answer will be blank", corpus.root_path)
+    problems = document_problems(documents)
     ctx.report(
         n_documents=documents.height,
         n_ok=documents.filter(pl.col("status") == "ok").height,
         n_warning=documents.filter(pl.col("status") == "warning").height,
         n_error=documents.filter(pl.col("status") == "error").height,
+        n_problems=problems["count"],
         n_blocks=blocks.height,
         formats=dict(sorted(Counter(f for f in documents["format"].to_list() if f).items())),
+        problems=problems,
+        metadata_warnings=metadata_warnings,
     )
     return {"documents": documents, "blocks": blocks}
 
 
 STAGE = Stage(
     name="parse",
-    version="1",
+    version="2",  # 2: problems in the summary, advice in the error texts
     inputs=(),
     config_keys=("corpus.root", "corpus.metadata", "parse"),
     compute=compute,

@@ -38,9 +38,10 @@ def question_files(cfg: DictConfig) -> list[Path]:
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     path = questions_path(ctx.cfg)
-    questions = read_questions(path)
+    warnings: list[str] = []
+    questions = read_questions(path, warnings)
     ctx.log.info("%d questions from %s", questions.height, path)
-    ctx.report(n_questions=questions.height, source=str(path))
+    ctx.report(n_questions=questions.height, source=str(path), warnings=warnings)
     return {"questions": questions}
 
 

@@ -84,6 +84,9 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
         variant=cfg.variant,
         n=result.n,
         n_missing=result.n_missing,
+        n_extra=result.n_extra,
+        n_malformed_refs=result.n_malformed_refs,
+        warnings=result.warnings,
     )
     return {"scores": result.table}
 

@@ -1,0 +1,340 @@
+"""Model faults: invalid, empty or truncated output, references outside the context, over-long
+contexts, backend exceptions (retried where that makes sense) and vLLM out of memory. Each is
+counted in the infer summary (run.json), the questions it hits end blank, and every other
+question gets exactly the answer of a clean run."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import REPO
+from faultkit import generation_parts, question_of, run_inprocess, run_json, scripted, table
+from kohaku.llm.base import ChatRequest
+from kohaku.llm.fake import FakeBackend, default_responder
+from kohaku.pipeline import StageError
+from kohaku.text.tokens import count_tokens
+
+# Questions whose answers the faulty scripts break (by a phrase of the question).
+BROKEN = {"q001": "power usage effectiveness (PUE) did the university",
+          "q007": "energy per output token did the newer G2"}
+ROUNDS = 3  # infer.max_retries=2: a question that never answers is asked three times
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One cache for the module: the stages before infer are computed once."""
+    return tmp_path_factory.mktemp("shared") / "cache"
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, cache):
+    return run_inprocess(tmp_path_factory.mktemp("baseline"), cache=cache)
+
+
+def _is_answer(req: ChatRequest) -> bool:
+    return "answer_value" in (req.json_schema or {}).get("properties", {})
+
+
+def _broken(req: ChatRequest) -> bool:
+    return _is_answer(req) and any(phrase in question_of(req) for phrase in BROKEN.values())
+
+
+def _breaking(bad_output):
+    def responder(req, seed):
+        return bad_output(req, seed) if _broken(req) else default_responder(req, seed)
+    return responder
+
+
+def _submission(result) -> pl.DataFrame:
+    return pl.read_csv(result.run_dir / "submission.csv", infer_schema=False)
+
+
+def _same_except_broken(result, baseline) -> None:
+    ok = ~pl.col("id").is_in(list(BROKEN))
+    assert _submission(result).filter(ok).equals(_submission(baseline).filter(ok))
+    broken = _submission(result).filter(~ok)
+    assert broken["answer_value"].to_list() == ["is_blank"] * len(BROKEN)
+    assert broken["ref_id"].to_list() == ["is_blank"] * len(BROKEN)
+
+
+@pytest.mark.parametrize(
+    "name, bad_output",
+    [
+        ("prose", lambda req, seed: "The answer is probably 1.11, see the first document."),
+        ("empty", lambda req, seed: ""),
+        ("truncated", lambda req, seed: default_responder(req, seed)[:30]),
+        ("not-an-object", lambda req, seed: '["1.11", "okafor2023"]'),
+    ],
+)
+def test_invalid_outputs_are_counted_and_leave_the_question_blank(tmp_path, baseline, cache, caplog,
+                                                                   name, bad_output):
+    with caplog.at_level(logging.WARNING, logger="kohaku.pipeline"):
+        result = run_inprocess(tmp_path, backend=scripted(_breaking(bad_output), name), cache=cache)
+    s = run_json(result.run_dir)["stages"]["infer"]["summary"]
+    assert s["invalid"] == ROUNDS * len(BROKEN)
+    assert s["blank_questions"] == len(BROKEN)
+    assert s["retried"] == (ROUNDS - 1) * len(BROKEN)
+    assert s["dropped_refs"] == 0
+    gens = table(result, "infer", "generations")
+    bad = gens.filter(pl.col("qid").is_in(list(BROKEN)))
+    assert bad.height == ROUNDS * len(BROKEN) and not bad["valid"].any() and bad["is_blank"].all()
+    assert gens.filter(~pl.col("qid").is_in(list(BROKEN)))["valid"].all()
+    _same_except_broken(result, baseline)
+    [line] = run_json(result.run_dir)["problems"]
+    assert line.startswith(f"infer: {ROUNDS * len(BROKEN)} outputs that were not a JSON answer, ")
+    assert line.endswith(f", {len(BROKEN)} questions blank after every retry")
+    assert line in caplog.text
+
+
+def test_refs_outside_the_context_are_dropped_and_counted(tmp_path, baseline, cache):
+    def extra_refs(req, seed):
+        answer = json.loads(default_responder(req, seed))
+        answer["ref_id"] = answer["ref_id"] + ["nosuchdoc2020", "../../etc/passwd"]
+        return json.dumps(answer)
+
+    def only_foreign(req, seed):
+        answer = json.loads(default_responder(req, seed))
+        answer["ref_id"] = ["nosuchdoc2020"]
+        return json.dumps(answer)
+
+    # real ids plus foreign ones: the foreign ones are dropped, the answers stay the same
+    result = run_inprocess(tmp_path / "a", backend=scripted(_breaking(extra_refs), "extra-refs"),
+                           cache=cache)
+    s = result.summary("infer")
+    assert s["dropped_refs"] == 2 * len(BROKEN) and s["invalid"] == 0 and s["blank_questions"] == 0
+    assert _submission(result).equals(_submission(baseline))
+    gens = table(result, "infer", "generations").filter(pl.col("qid").is_in(list(BROKEN)))
+    assert gens["dropped_refs"].to_list() == [2, 2]
+
+    # only foreign ids: the answer has no support, so it is blank after every retry
+    result = run_inprocess(tmp_path / "b", backend=scripted(_breaking(only_foreign), "foreign-refs"),
+                           cache=cache)
+    s = result.summary("infer")
+    assert s["dropped_refs"] == ROUNDS * len(BROKEN) and s["blank_questions"] == len(BROKEN)
+    _same_except_broken(result, baseline)
+    assert "infer: 6 cited ids not in the context (dropped), 2 questions blank after every retry" in \
+        run_json(result.run_dir)["problems"]
+
+
+def test_over_long_contexts_are_trimmed_to_fit_the_model(tmp_path, cache):
+    max_context, max_tokens = 1400, 256
+    backend = scripted(None, "short-context", max_context=max_context)
+    result = run_inprocess(tmp_path, f"infer.max_tokens={max_tokens}", backend=backend, cache=cache)
+    s = result.summary("infer")
+    assert s["trimmed"] > 0 and s["trimmed_snippets"] > 0
+    sent = [r for call in backend.calls for r in call]
+    assert len(sent) == s["prompts"]
+    for req in sent:  # every prompt plus its completion budget fits the model
+        assert sum(count_tokens(m["content"]) for m in req.messages) + max_tokens <= max_context
+    gens = table(result, "infer", "generations")
+    assert gens.filter(pl.col("trimmed_snippets") > 0).height == s["trimmed"]
+    assert f"{s['trimmed']} contexts trimmed to fit the model" in run_json(result.run_dir)["problems"][0]
+    assert _submission(result).height == 11
+
+
+def test_backend_exception_fails_the_run_and_a_rerun_resumes_from_the_cached_samples(tmp_path,
+                                                                                     baseline, cache):
+    calls = {"n": 0}
+
+    def flaky(req, seed):
+        if _is_answer(req):
+            calls["n"] += 1
+            if calls["n"] == 5:
+                raise RuntimeError("CUDA error: device-side assert triggered")
+        return default_responder(req, seed)
+
+    # today the backend's RuntimeError propagates as it is; once kohaku/llm/cache.py wraps it in
+    # a BackendError naming the model (see the issue 7 notes) it arrives as a StageError
+    with pytest.raises((RuntimeError, StageError), match="device-side assert"):
+        run_inprocess(tmp_path, "infer.chunk_size=1", backend=scripted(flaky, "flaky"), cache=cache)
+    record = run_json(tmp_path / "run")
+    assert record["status"] == "failed"
+    assert "CUDA error: device-side assert triggered" in record["error"]
+    assert record["failed_stage"] == "infer"
+    assert list(record["stages"]) == ["parse", "questions", "tree", "embed", "index", "plan",
+                                      "retrieve"]
+    assert len(generation_parts(cache, "fake:flaky@test")) == 4  # the four answers are kept
+
+    result = run_inprocess(tmp_path, "infer.chunk_size=1", backend=scripted(flaky, "flaky"),
+                           run="rerun", cache=cache)
+    s = result.summary("infer")
+    assert s["cache_hits"] == 4 and s["prompts"] == 7 and s["invalid"] == 0
+    assert all(result.stages[n].cache_hit for n in ("parse", "embed", "index", "retrieve"))
+    assert _submission(result).equals(_submission(baseline))
+
+
+# ------------------------------------------------------------------ HTTP backend: retries
+
+
+class _Server:
+    """An OpenAI-compatible server on 127.0.0.1 answering like the fake backend; the first
+    ``fail`` requests get ``status``."""
+
+    def __init__(self, fail: int, status: int = 503):
+        self.fail, self.status, self.seen = fail, status, 0
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    outer.seen += 1
+                    failing = outer.seen <= outer.fail
+                if failing:
+                    payload, code = b'{"error": {"message": "overloaded"}}', outer.status
+                else:
+                    schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
+                    req = ChatRequest(messages=body["messages"], json_schema=schema)
+                    text = default_responder(req, body["seed"])
+                    payload, code = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
+                                                             "message": {"content": text}}]}).encode(), 200
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                       daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+HTTP = ["llm=openai", "llm.model=local-model", "llm.backoff_base=0.01", "llm.max_concurrency=2"]
+
+
+def test_http_backend_retries_overload_with_backoff_and_gives_the_same_answers(
+        tmp_path, baseline, cache, monkeypatch, caplog):
+    with _Server(fail=3) as srv, caplog.at_level(logging.INFO, logger="kohaku.llm.openai_backend"):
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        result = run_inprocess(tmp_path, *HTTP, "llm.max_retries=3", cache=cache)
+    assert caplog.text.count("retrying local-model in") == 3
+    assert result.summary("infer")["invalid"] == 0
+    assert _submission(result).equals(_submission(baseline))
+
+
+def test_http_backend_that_keeps_failing_stops_with_the_model_and_the_setting(tmp_path, cache,
+                                                                              monkeypatch):
+    with _Server(fail=10_000, status=500) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        with pytest.raises(StageError) as err:
+            run_inprocess(tmp_path, *HTTP, "llm.max_retries=1", cache=cache)
+    msg = str(err.value)
+    assert msg.startswith("stage 'infer': local-model at http://127.0.0.1:")
+    assert "HTTP 500" in msg or "500" in msg
+    assert run_json(tmp_path / "run")["status"] == "failed"
+
+    with pytest.raises(StageError) as err:  # no server at all
+        monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        run_inprocess(tmp_path, *HTTP, "llm.max_retries=1", run="run2", cache=cache)
+    assert "cannot reach http://127.0.0.1:9/v1 for local-model after 2 tries" in str(err.value)
+    assert "check $OPENAI_BASE_URL (llm.base_url_env)" in str(err.value)
+
+
+# ------------------------------------------------------------------ vLLM out of memory
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """tests/fake_vllm first on sys.path (its LLM raises CUDA OOM above 0.99 of the GPU);
+    tokens are counted without the model's tokenizer, which is not on this machine."""
+    saved = {k: v for k, v in sys.modules.items() if k == "vllm" or k.startswith("vllm.")}
+    for k in saved:
+        del sys.modules[k]
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "fake_vllm"))
+    import vllm
+
+    from kohaku.llm import vllm_backend
+
+    assert vllm.__version__.endswith("+fake")
+    monkeypatch.setattr(vllm_backend.VLLMBackend, "count_tokens", lambda self, text: count_tokens(text))
+    yield vllm
+    for k in [k for k in sys.modules if k == "vllm" or k.startswith("vllm.")]:
+        del sys.modules[k]
+    sys.modules.update(saved)
+
+
+def test_vllm_out_of_memory_names_the_settings_to_change(tmp_path, cache, fake_vllm):
+    with pytest.raises(StageError) as err:
+        run_inprocess(tmp_path, "llm=vllm_qwen2_5_7b", "llm.gpu_memory_utilization=1.0", cache=cache)
+    msg = str(err.value)
+    assert msg.startswith("stage 'infer': out of GPU memory for Qwen/Qwen2.5-7B-Instruct: ")
+    for hint in ("lower llm.max_model_len (now 32768)", "llm.gpu_memory_utilization (now 1.0)",
+                 "llm.tensor_parallel_size (now 1)", "CUDA out of memory"):
+        assert hint in msg
+    record = run_json(tmp_path / "run")
+    assert record["status"] == "failed" and "out of GPU memory" in record["error"]
+    assert (Path(record["stages"]["retrieve"]["path"]) / "manifest.json").is_file()
+
+
+# ------------------------------------------------------------------ counters still missing
+
+PENDING = pytest.mark.xfail(strict=True, reason=(
+    "issue 7: kohaku/stages/infer.py does not yet report empty / truncated / backend_retries, and "
+    "kohaku/llm/cache.py does not yet name the model when a backend raises; remove this marker "
+    "when they do"))
+
+
+class _LengthLimited(FakeBackend):
+    """Marks outputs that do not end with '}' as cut at max_tokens, like a real backend."""
+
+    def generate(self, requests):
+        out = super().generate(requests)
+        for comp in out:
+            comp.finish_reasons = ["stop" if t.rstrip().endswith("}") else "length" for t in comp.texts]
+        return out
+
+
+@PENDING
+def test_empty_and_truncated_outputs_are_counted_apart(tmp_path, cache):
+    def bad(req, seed):
+        return "" if "G2" in question_of(req) else default_responder(req, seed)[:30]
+
+    backend = _LengthLimited(_breaking(bad), name="cut", identity="fake:cut@test")
+    result = run_inprocess(tmp_path, backend=backend, cache=cache)
+    s = result.summary("infer")
+    assert (s["empty"], s["truncated"], s["invalid"]) == (ROUNDS, 2 * ROUNDS, 2 * ROUNDS)
+    assert f"infer: {2 * ROUNDS} outputs that were not a JSON answer, {ROUNDS} empty outputs, " \
+        f"{2 * ROUNDS} outputs cut at infer.max_tokens" in run_json(result.run_dir)["problems"][0]
+
+
+@PENDING
+def test_backend_retries_are_counted(tmp_path, cache, monkeypatch):
+    with _Server(fail=3) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        result = run_inprocess(tmp_path, *HTTP, "llm.max_retries=3", "llm.name=retry-count", cache=cache)
+    assert result.summary("infer")["backend_retries"] == 3
+
+
+@PENDING
+def test_a_backend_exception_names_the_model_and_what_to_do(tmp_path, cache):
+    def broken(req, seed):
+        if _is_answer(req):
+            raise RuntimeError("CUDA error: device-side assert triggered")
+        return default_responder(req, seed)
+
+    with pytest.raises(StageError) as err:
+        run_inprocess(tmp_path, backend=scripted(broken, "broken"), cache=cache)
+    msg = str(err.value)
+    assert msg.startswith("stage 'infer': fake:broken@test")
+    assert "CUDA error: device-side assert triggered" in msg and "re-run" in msg
