@@ -104,7 +104,11 @@ def _read_csv_strings(path: Path, what: str, warnings: list[str] | None = None) 
         )
     except Exception as exc:  # polars raises ComputeError and friends for malformed CSV
         raise CorpusError(f"{path}: cannot parse {what} as CSV: {exc}") from exc
-    df = df.rename({c: c.strip() for c in df.columns})
+    names = [c.strip() for c in df.columns]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise CorpusError(f"{path}: duplicate column name(s) {duplicated} in the {what} header; rename them")
+    df = df.rename(dict(zip(df.columns, names)))
     return df.with_columns(pl.col(c).fill_null("") for c in df.columns)
 
 
