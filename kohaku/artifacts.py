@@ -11,6 +11,7 @@ the winner's folder in place, discards its own copy and uses the winner's.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -19,9 +20,10 @@ import shutil
 import socket
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,28 @@ class ArtifactStore:
                 if sha256_file(file) != digest:
                     raise CorruptArtifact(f"{file}: checksum does not match {MANIFEST}")
         return Artifact(stage, key, folder, manifest)
+
+    @contextmanager
+    def lock(self, stage: str, key: str) -> Iterator[None]:
+        """Hold an exclusive lock on ``stage/key`` (flock on ``.locks/<stage>-<key>.lock``) while computing it.
+
+        Where the filesystem has no flock the lock is skipped: the atomic rename in ``commit``
+        still leaves exactly one intact copy, only the work may be done twice.
+        """
+        locks = self.root / ".locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with open(locks / f"{stage}-{key}.lock", "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            except OSError:  # pragma: no cover - e.g. some network filesystems
+                log.debug("%s/%s: no file locking here; relying on atomic rename", stage, key)
+            try:
+                yield
+            finally:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                except OSError:  # pragma: no cover
+                    pass
 
     def scratch(self, stage: str, key: str) -> Path:
         """A fresh temporary folder next to the final location, for a stage to compute into."""

@@ -286,37 +286,40 @@ class Runner:
         identity = {"config": slice_, "inputs": inputs, "files": files, "version": stage.version}
         last_file = self.store.root / stage.name / "last.json"
 
-        artifact = None
-        reason = f"forced (force={sorted(self.force)})" if stage.name in self.force else ""
-        if not reason:
-            try:
-                artifact = self.store.load(stage.name, key)
-            except CorruptArtifact as exc:
-                log.warning("%s: corrupt cache entry, recomputing: %s", stage.name, exc)
-                self.store.discard(stage.name, key)
-                reason = f"corrupt cache entry ({exc})"
-        if artifact is not None:
-            self.artifacts[stage.name] = artifact
-            self.records[stage.name] = StageRecord(
-                key, str(artifact.path), True, 0.0, artifact.manifest.get("summary", {}), "cache hit"
-            )
-            log.info("%-9s cache hit  %s", stage.name, key)
-        else:
+        # One worker computes a key at a time: a sweep point that needs an artifact another point
+        # is computing waits for it and then reads it, instead of computing it twice.
+        with self.store.lock(stage.name, key):
+            artifact = None
+            reason = f"forced (force={sorted(self.force)})" if stage.name in self.force else ""
             if not reason:
-                previous = None
-                if last_file.is_file():
-                    try:
-                        previous = json.loads(last_file.read_text())
-                    except (OSError, json.JSONDecodeError):
-                        previous = None
-                reason = explain_miss(previous, identity)
-            log.info("%-9s computing  %s (%s)", stage.name, key, reason)
-            seconds = self._compute(stage, key, slice_, inputs, files)
-            artifact = self.artifacts[stage.name]
-            self.records[stage.name] = StageRecord(
-                key, str(artifact.path), False, seconds, artifact.manifest.get("summary", {}), reason
-            )
-            log.info("%-9s computed   %s in %.2fs", stage.name, key, seconds)
+                try:
+                    artifact = self.store.load(stage.name, key)
+                except CorruptArtifact as exc:
+                    log.warning("%s: corrupt cache entry, recomputing: %s", stage.name, exc)
+                    self.store.discard(stage.name, key)
+                    reason = f"corrupt cache entry ({exc})"
+            if artifact is not None:
+                self.artifacts[stage.name] = artifact
+                self.records[stage.name] = StageRecord(
+                    key, str(artifact.path), True, 0.0, artifact.manifest.get("summary", {}), "cache hit"
+                )
+                log.info("%-9s cache hit  %s", stage.name, key)
+            else:
+                if not reason:
+                    previous = None
+                    if last_file.is_file():
+                        try:
+                            previous = json.loads(last_file.read_text())
+                        except (OSError, json.JSONDecodeError):
+                            previous = None
+                    reason = explain_miss(previous, identity)
+                log.info("%-9s computing  %s (%s)", stage.name, key, reason)
+                seconds = self._compute(stage, key, slice_, inputs, files)
+                artifact = self.artifacts[stage.name]
+                self.records[stage.name] = StageRecord(
+                    key, str(artifact.path), False, seconds, artifact.manifest.get("summary", {}), reason
+                )
+                log.info("%-9s computed   %s in %.2fs", stage.name, key, seconds)
         last_file.parent.mkdir(parents=True, exist_ok=True)
         _write_json(last_file, {**identity, "key": key})
         for name in RUN_DIR_COPIES.get(stage.name, []):

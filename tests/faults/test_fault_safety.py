@@ -138,8 +138,10 @@ def test_the_grep_test_would_catch_a_pickle_load(tmp_path):
 def test_cache_files_are_parquet_and_json_only(tmp_path):
     run_inprocess(tmp_path, "stages=[retrieve]")
     suffixes = {p.suffix for p in (tmp_path / "cache").rglob("*") if p.is_file()}
-    # tables, manifests, the hnsw binary index and bm25s' numpy arrays (loaded without pickle)
-    assert suffixes <= {".parquet", ".json", ".bin", ".npy", ".txt"}, suffixes
+    # tables, manifests, the hnsw binary index, bm25s' numpy arrays (loaded without pickle)
+    # and the empty lock files that serialise workers computing the same key
+    assert suffixes <= {".parquet", ".json", ".bin", ".npy", ".txt", ".lock"}, suffixes
+    assert all(p.stat().st_size == 0 for p in (tmp_path / "cache").rglob("*.lock"))
     for npy in (tmp_path / "cache").rglob("*.npy"):
         import numpy as np
 
