@@ -21,10 +21,17 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+# Two samples per question, one round, short JSON fields: ~2-3 minutes on 2 CPU cores.
+SMALL = [
+    "infer.n=2", "infer.max_retries=0", "infer.max_tokens=200", "infer.max_chars.explanation=200",
+    "infer.max_chars.answer=120", "infer.max_chars.answer_value=40", "retrieve.max_context_tokens=400",
+]
+
+
 @pytest.fixture(scope="module")
 def first_run(cache_dir, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run1")
-    cfg = compose([f"cache.dir={cache_dir}", "infer.n=2", "infer.max_retries=1"])
+    cfg = compose([f"cache.dir={cache_dir}", *SMALL])
     return run_pipeline(cfg, run_dir)
 
 
@@ -52,7 +59,7 @@ def test_every_stage_runs_and_writes_a_complete_submission(first_run):
 
 
 def test_vote_only_change_makes_no_model_call(first_run, cache_dir, tmp_path):
-    cfg = compose([f"cache.dir={cache_dir}", "infer.n=2", "infer.max_retries=1", "vote.ignore_blank=false"])
+    cfg = compose([f"cache.dir={cache_dir}", *SMALL, "vote.ignore_blank=false"])
     again = run_pipeline(cfg, tmp_path / "run2")
     for stage in ("parse", "tree", "embed", "index", "plan", "retrieve", "infer"):
         assert again.stages[stage].cache_hit, stage

@@ -1,0 +1,113 @@
+"""A scripted backend for plumbing tests: deterministic outputs, counted calls, no model.
+
+The output of a sample is a function of (request, sample seed): by default
+
+- a planner request (schema with a ``queries`` property) gets ``{"queries": [...]}`` made of the
+  question's longest words;
+- an answer request (schema with ``answer_value``) gets an answer that cites the first
+  ``[ref_id=...]`` of the prompt and takes the first number of the context as its value, or
+  ``is_blank`` when the context has no reference;
+- anything else gets a JSON echo of the last message's length.
+
+Tests pass their own ``responder(request, sample_seed) -> str`` to script other behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kohaku.config import build
+from kohaku.llm.base import ChatRequest, Completion, identity_of
+from kohaku.text.tokens import count_tokens
+
+Responder = Callable[[ChatRequest, int], str]
+
+_REF = re.compile(r"\[ref_id=([^\]\s]+)\]")
+_NUM = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
+
+
+@dataclass
+class FakeConfig:
+    name: str
+    backend: str
+    model: str = "fake"
+    revision: str = "0"
+    script: str = "default"       # default: the behaviour described in kohaku/llm/fake.py
+    max_context: int = 8192       # tokens (counted with kohaku.text.tokens)
+
+
+def default_responder(req: ChatRequest, seed: int) -> str:
+    text = req.messages[-1]["content"] if req.messages else ""
+    props = (req.json_schema or {}).get("properties", {})
+    if "queries" in props:
+        m = re.search(r"Question:\s*(.+)", text)
+        q = (m.group(1) if m else text).strip()
+        words = sorted({w for w in re.findall(r"[A-Za-z][\w-]{3,}", q)}, key=lambda w: (-len(w), w))
+        return json.dumps({"queries": [" ".join(words[:4]), " ".join(words[4:8])]})
+    if "answer_value" in props:
+        refs = _REF.findall(text)
+        if not refs:
+            return json.dumps({"explanation": "no context", "answer": "is_blank",
+                               "answer_value": "is_blank", "ref_id": []})
+        body = _REF.sub("", text.split("Question:")[0] if "Question:" in text else text)
+        nums = _NUM.findall(body)
+        value = nums[0] if nums else "is_blank"
+        return json.dumps({"explanation": f"from {refs[0]} (seed {seed})", "answer": value,
+                           "answer_value": value, "ref_id": [refs[0]]})
+    return json.dumps({"length": len(text), "seed": seed})
+
+
+class FakeBackend:
+    """Deterministic backend; ``calls`` holds the request lists of every generate call."""
+
+    def __init__(self, responder: Responder | None = None, *, name: str = "fake",
+                 max_context: int = 8192, identity: str | None = None):
+        self.responder = responder or default_responder
+        self.name = name
+        self._max_context = max_context
+        self._identity = identity or f"fake:{name}@0"
+        self.calls: list[list[ChatRequest]] = []
+        self.closed = False
+
+    @classmethod
+    def from_config(cls, llm_cfg: dict[str, Any]) -> "FakeBackend":
+        cfg = build(FakeConfig, llm_cfg, "llm")
+        if cfg.script != "default":
+            from kohaku.config import ConfigError
+
+            raise ConfigError(f"llm.script={cfg.script!r}: the fake backend knows only 'default'")
+        return cls(name=cfg.name, max_context=cfg.max_context, identity=identity_of(llm_cfg))
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    @property
+    def max_context(self) -> int:
+        return self._max_context
+
+    def count_tokens(self, text: str) -> int:
+        return count_tokens(text)
+
+    @property
+    def n_requests(self) -> int:
+        return sum(len(c) for c in self.calls)
+
+    def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        self.calls.append(list(requests))
+        out = []
+        for r in requests:
+            t0 = time.perf_counter()
+            texts = [self.responder(r, r.seed + k) for k in range(r.n)]
+            ptoks = sum(count_tokens(m.get("content", "")) for m in r.messages)
+            ctoks = [min(count_tokens(t), r.max_tokens) for t in texts]
+            out.append(Completion(texts=texts, prompt_tokens=ptoks, completion_tokens=ctoks,
+                                  finish_reasons=["stop"] * r.n, seconds=time.perf_counter() - t0))
+        return out
+
+    def close(self) -> None:
+        self.closed = True

@@ -1,0 +1,549 @@
+"""transformers backend (CPU or GPU): batched, left-padded ``generate`` with a JSON grammar.
+
+- Each request is rendered with the model's chat template. Its ``n`` samples become ``n`` rows
+  of the batch (what ``num_return_sequences`` does inside transformers, but rows of different
+  requests may then have different sampling settings). Rows are sorted by length and cut into
+  batches of ``llm.batch_size`` rows.
+- Decoding is done by :class:`RowSampler`, a logits processor: per row it applies the JSON
+  grammar (an xgrammar matcher per row), then either keeps the logits (greedy, temperature 0) or
+  samples with temperature/top_p from the row's own ``torch.Generator`` seeded with
+  ``seed + sample_index`` and leaves only the chosen token. transformers then runs in greedy
+  mode. So a sample does not depend on which other rows share its batch (up to float rounding of
+  padded batches).
+- JSON answers always close: in the last tokens of its budget (what the smallest instance of the
+  schema takes) a row is steered to end its open string/array/object and to write the keys the
+  grammar still requires in as few tokens as possible, so a long answer is cut short, never left
+  as broken JSON.
+- Token counts come from the tensors: prompt length without padding, generated tokens up to and
+  including the end-of-sequence token.
+- ``llm.threads`` sets torch's thread count while generating only (restored afterwards): on a
+  busy 2-core machine one thread was 4x faster than two (OpenMP oversubscription).
+- GGUF models (the default SmolLM2-135M-Instruct) load through transformers' GGUF support, with
+  the tokenizer from the same file; the file is fetched on first use (kohaku/llm/fetch.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kohaku.config import ConfigError, build
+from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of
+from kohaku.llm.fetch import GGUFSource, ensure_gguf
+
+log = logging.getLogger(__name__)
+
+# Bump when RowSampler's decoding changes what a sample is: it is part of the cache identity.
+DECODER_VERSION = "2"
+
+
+@dataclass
+class HFConfig:
+    """``llm`` config of the hf backend."""
+
+    name: str
+    backend: str
+    model: str                      # hub id or local folder (the gguf file's base model for GGUF)
+    revision: str = "main"
+    gguf: dict[str, str] | None = None   # {pip, member, sha256}: a GGUF shipped in a PyPI wheel
+    device: str = "auto"            # auto | cpu | cuda | cuda:1
+    dtype: str = "auto"             # auto (float32 on CPU, bfloat16 on GPU) | float32 | float16 | bfloat16
+    batch_size: int = 8             # rows (prompt x sample) per forward batch
+    max_context: int | None = None  # tokens; null: the model config's max_position_embeddings
+    threads: int | None = None      # torch CPU threads while generating; null: torch's default
+    json_close_margin: int = 4      # extra tokens kept to close a JSON answer (see RowSampler)
+    trust_remote_code: bool = False
+
+    def validate(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.dtype not in ("auto", "float32", "float16", "bfloat16"):
+            raise ValueError(f"dtype must be auto/float32/float16/bfloat16, got {self.dtype!r}")
+
+
+def _torch_dtype(name: str, device: str):
+    import torch
+
+    if name == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, name)
+
+
+class HFBackend:
+    """See the module docstring. The tokenizer loads on first use, the model on first generate."""
+
+    def __init__(self, cfg: HFConfig, raw_cfg: dict[str, Any] | None = None):
+        self.cfg = cfg
+        self._identity = identity_of(raw_cfg or {"backend": "hf", "model": cfg.model,
+                                                 "revision": cfg.revision, "gguf": cfg.gguf})
+        self._gguf = GGUFSource(**cfg.gguf) if cfg.gguf else None
+        self._tok = None
+        self._model = None
+        self._grammar_compiler = None
+        self._grammars: dict[str, Any] = {}
+        self._eos_ids: list[int] = []
+        self._closing = None
+        self.load_seconds = 0.0
+        import torch
+
+        self.device = cfg.device
+        if self.device == "auto":
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        # outputs differ between float32 and bfloat16 weights: keep them apart in the cache
+        self._identity += f"#{str(_torch_dtype(cfg.dtype, self.device)).replace('torch.', '')}"
+        self._identity += f"#dec{DECODER_VERSION}"
+
+    @classmethod
+    def from_config(cls, llm_cfg: dict[str, Any]) -> "HFBackend":
+        cfg = build(HFConfig, llm_cfg, "llm")
+        if cfg.gguf is not None:
+            missing = {"pip", "member", "sha256"} - set(cfg.gguf)
+            if missing:
+                raise ConfigError(f"llm.gguf needs keys pip, member, sha256; missing {sorted(missing)}")
+        return cls(cfg, llm_cfg)
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _source(self) -> tuple[str, dict[str, Any]]:
+        """(path or id, from_pretrained kwargs)."""
+        if self._gguf is not None:
+            path = ensure_gguf(self._gguf, self.cfg.name)
+            return str(path.parent), {"gguf_file": path.name}
+        kwargs: dict[str, Any] = {"trust_remote_code": self.cfg.trust_remote_code}
+        if not os.path.isdir(self.cfg.model):
+            kwargs["revision"] = self.cfg.revision
+        return self.cfg.model, kwargs
+
+    @property
+    def tokenizer(self):
+        if self._tok is None:
+            from transformers import AutoTokenizer
+
+            t0 = time.perf_counter()
+            src, kwargs = self._source()
+            try:
+                tok = AutoTokenizer.from_pretrained(src, **kwargs)
+            except OSError as exc:
+                raise BackendError(
+                    f"cannot load the tokenizer of {self.cfg.model} ({src}): {exc}; put the model "
+                    f"in a local folder and set llm.model to it, or pick another llm=..."
+                ) from exc
+            tok.padding_side = "left"
+            if tok.pad_token_id is None:
+                tok.pad_token = tok.eos_token
+            self._tok = tok
+            self.load_seconds += time.perf_counter() - t0
+        return self._tok
+
+    @property
+    def model(self):
+        if self._model is None:
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            t0 = time.perf_counter()
+            src, kwargs = self._source()
+            dtype = _torch_dtype(self.cfg.dtype, self.device)
+            try:
+                model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, **kwargs)
+                model.to(self.device)
+            except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - GPU only
+                raise BackendError(
+                    f"out of GPU memory loading {self.cfg.model}: lower llm.dtype (float16/"
+                    f"bfloat16) or pick a smaller llm=..."
+                ) from exc
+            except OSError as exc:
+                raise BackendError(
+                    f"cannot load model {self.cfg.model} ({src}): {exc}; set llm.model to a local "
+                    f"folder or pick another llm=..."
+                ) from exc
+            model.eval()
+            self._model = model
+            gen = model.generation_config
+            eos = gen.eos_token_id if gen is not None else None
+            ids = eos if isinstance(eos, list) else ([eos] if eos is not None else [])
+            if self.tokenizer.eos_token_id is not None:
+                ids.append(self.tokenizer.eos_token_id)
+            self._eos_ids = sorted(set(ids))
+            self.load_seconds += time.perf_counter() - t0
+            log.info("loaded %s on %s (%s) in %.1f s", self.cfg.name, self.device, dtype,
+                     self.load_seconds)
+        return self._model
+
+    # -- Backend protocol ------------------------------------------------------------------
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    @property
+    def max_context(self) -> int:
+        if self.cfg.max_context:
+            return int(self.cfg.max_context)
+        return int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def render(self, messages: list[dict[str, str]]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def _grammar(self, schema: dict[str, Any]):
+        import xgrammar as xgr
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            if self._grammar_compiler is None:
+                vocab = int(self.model.config.vocab_size)
+                info = xgr.TokenizerInfo.from_huggingface(
+                    self.tokenizer, vocab_size=vocab, stop_token_ids=self._eos_ids
+                )
+                self._grammar_compiler = xgr.GrammarCompiler(info)
+            try:
+                # property order matters (the grammar emits keys in schema order): no sort_keys
+                self._grammars[key] = self._grammar_compiler.compile_json_schema(
+                    json.dumps(schema), any_whitespace=False
+                )
+            except Exception as exc:
+                raise BackendError(f"JSON schema does not compile for {self.cfg.name}: {exc}") from exc
+        return self._grammars[key]
+
+    def _close_reserve(self, schema: dict[str, Any]) -> int:
+        """Tokens needed to write the smallest valid instance of ``schema`` (+ margin): an upper
+        bound on what finishing a JSON answer takes from any point inside it."""
+        text = json.dumps(minimal_instance(schema), separators=(", ", ": "))
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"]) + self.cfg.json_close_margin
+
+    def _closers(self) -> "_Closers":
+        """Token texts and the ids of the one-character tokens that close JSON (see RowSampler)."""
+        if self._closing is None:
+            tok = self.tokenizer
+            vocab = int(self.model.config.vocab_size)
+            texts = [tok.decode([i]) if i < len(tok) else "" for i in range(vocab)]
+            ids = {}
+            for ch in ('"', "]", "}", ","):
+                enc = tok.encode(ch, add_special_tokens=False)
+                if len(enc) == 1:
+                    ids[ch] = enc[0]
+            import torch
+
+            lengths = torch.tensor([float(len(t)) for t in texts])
+            self._closing = _Closers(texts=texts, ids=ids, lengths=lengths)
+        return self._closing
+
+    def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        if not requests:
+            return []
+        import torch
+
+        if not self.cfg.threads:
+            return self._generate(requests)
+        before = torch.get_num_threads()   # the thread count is process-wide: restore it after
+        torch.set_num_threads(self.cfg.threads)
+        try:
+            return self._generate(requests)
+        finally:
+            torch.set_num_threads(before)
+
+    def _generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        import torch
+        from tqdm.auto import tqdm
+
+        model = self.model
+        t_start = time.perf_counter()
+        prompts = [self.render(r.messages) for r in requests]
+        limit = self.max_context
+        for i, (r, p) in enumerate(zip(requests, prompts)):
+            if len(p) + r.max_tokens > limit:
+                raise BackendError(
+                    f"request {i}: prompt of {len(p)} tokens + max_tokens {r.max_tokens} exceeds "
+                    f"the context of {self.cfg.name} ({limit} tokens, llm.max_context); lower "
+                    f"infer.max_tokens or the retrieve token budget"
+                )
+        reserves = [self._close_reserve(r.json_schema) if r.json_schema else 0 for r in requests]
+        rows = [_Row(req=i, sample=k, ids=prompts[i], seed=r.seed + k, temperature=r.temperature,
+                     top_p=r.top_p, max_tokens=r.max_tokens,
+                     grammar=self._grammar(r.json_schema) if r.json_schema else None,
+                     reserve=reserves[i])
+                for i, r in enumerate(requests) for k in range(r.n)]
+        order = sorted(range(len(rows)), key=lambda j: (rows[j].max_tokens, len(rows[j].ids)))
+        bs = self.cfg.batch_size
+        batches = [order[s:s + bs] for s in range(0, len(order), bs)]
+        pad = self.tokenizer.pad_token_id
+        for batch in tqdm(batches, desc=f"{self.cfg.name} generate", unit="batch",
+                          disable=len(batches) < 2, leave=False):
+            brows = [rows[j] for j in batch]
+            width = max(len(r.ids) for r in brows)
+            input_ids = torch.full((len(brows), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(brows), width), dtype=torch.long)
+            for b, r in enumerate(brows):
+                input_ids[b, width - len(r.ids):] = torch.tensor(r.ids, dtype=torch.long)
+                mask[b, width - len(r.ids):] = 1
+            closing = self._closers() if any(r.grammar is not None for r in brows) else None
+            sampler = RowSampler(brows, self._eos_ids, vocab_size=int(model.config.vocab_size),
+                                 closing=closing)
+            from transformers import GenerationConfig
+
+            gen_cfg = GenerationConfig(
+                max_new_tokens=max(r.max_tokens for r in brows), do_sample=False, num_beams=1,
+                pad_token_id=pad, eos_token_id=self._eos_ids,
+            )
+            t0 = time.perf_counter()
+            try:
+                with torch.inference_mode():
+                    out = model.generate(
+                        input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                        generation_config=gen_cfg, logits_processor=[sampler],
+                    )
+            except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - GPU only
+                raise BackendError(
+                    f"out of GPU memory generating with {self.cfg.name}: lower llm.batch_size "
+                    f"(now {bs}) or infer.max_tokens"
+                ) from exc
+            dt = time.perf_counter() - t0
+            gen = out[:, width:].tolist()
+            for b, r in enumerate(brows):
+                toks = gen[b]
+                end = next((t for t, tok in enumerate(toks) if tok in self._eos_ids), None)
+                forced = b in sampler.forced
+                body = toks if end is None else toks[:end]
+                # the end-of-sequence token counts as generated unless the length limit forced it
+                r.completion_tokens = len(body) + (1 if end is not None and not forced else 0)
+                r.finish = "length" if end is None or forced else "stop"
+                r.text = self.tokenizer.decode(body, skip_special_tokens=True)
+                r.seconds = dt / len(brows)
+        results: list[Completion] = []
+        total = time.perf_counter() - t_start
+        for i, r in enumerate(requests):
+            mine = [row for row in rows if row.req == i]
+            mine.sort(key=lambda row: row.sample)
+            results.append(Completion(
+                texts=[row.text for row in mine], prompt_tokens=len(prompts[i]),
+                completion_tokens=[row.completion_tokens for row in mine],
+                finish_reasons=[row.finish for row in mine],
+                seconds=total * len(mine) / len(rows),
+            ))
+        return results
+
+    def close(self) -> None:
+        self._model = None
+        self._grammars.clear()
+        try:
+            import torch
+
+            if torch.cuda.is_available():  # pragma: no cover - GPU only
+                torch.cuda.empty_cache()
+        except ImportError:  # pragma: no cover
+            pass
+
+
+@dataclass
+class _Row:
+    req: int
+    sample: int
+    ids: list[int]
+    seed: int
+    temperature: float
+    top_p: float
+    max_tokens: int
+    grammar: Any = None
+    reserve: int = 0                # last tokens in which the row is steered to close its JSON
+    text: str = ""
+    completion_tokens: int = 0
+    finish: str = "stop"
+    seconds: float = 0.0
+
+
+def minimal_instance(schema: dict[str, Any]) -> Any:
+    """The smallest value a JSON schema accepts (required keys only, empty strings and lists)."""
+    if "enum" in schema and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: minimal_instance(props.get(k, {})) for k in schema.get("required", [])}
+    if kind == "array":
+        item = minimal_instance(schema.get("items", {}))
+        return [item] * int(schema.get("minItems", 0))
+    if kind == "string":
+        return "x" * int(schema.get("minLength", 0))
+    if kind in ("number", "integer"):
+        return 0
+    if kind == "boolean":
+        return False
+    return None
+
+
+@dataclass
+class _Closers:
+    texts: list[str]          # decoded text of every token id
+    ids: dict[str, int]       # '"', ']', '}', ',' -> the id of the token that is just that character
+    lengths: Any = None       # tensor: characters per token
+
+
+class _JsonState:
+    """Where a row is in its JSON text: inside a string or not, and the open brackets."""
+
+    def __init__(self) -> None:
+        self.in_string = False
+        self.escape = False
+        self.stack: list[str] = []
+
+    def feed(self, text: str) -> None:
+        for ch in text:
+            if self.in_string:
+                if self.escape:
+                    self.escape = False
+                elif ch == "\\":
+                    self.escape = True
+                elif ch == '"':
+                    self.in_string = False
+            elif ch == '"':
+                self.in_string = True
+            elif ch in "[{":
+                self.stack.append(ch)
+            elif ch in "]}" and self.stack:
+                self.stack.pop()
+
+
+class RowSampler:
+    """Logits processor: per-row grammar mask, per-row length limit, per-row seeded sampling.
+
+    Used with greedy decoding: for a sampling row it leaves only the sampled token finite.
+    A row whose grammar is complete can only emit end-of-sequence; a row that reaches its own
+    ``max_tokens`` is forced to end (``forced``, finish reason "length").
+
+    Closing the JSON in time: in the last ``reserve`` tokens of a grammar row (what the smallest
+    instance of its schema takes, at most half its max_tokens) the row is steered to finish: an open string gets its closing quote, an
+    open array its ']', an object its '}' (or ',' to move on to the next required key) whenever
+    the grammar allows that token; the grammar itself writes the remaining keys. So an answer
+    that would run past max_tokens still ends as valid JSON, with shorter fields.
+    """
+
+    def __init__(self, rows: list[_Row], eos_ids: list[int], vocab_size: int, closing=None):
+        import torch
+
+        self.closing = closing
+        self.states = [_JsonState() for _ in rows]
+        self.rows = rows
+        self.eos = eos_ids[0] if eos_ids else 0
+        self.eos_ids = set(eos_ids)
+        self.vocab_size = vocab_size
+        self.step = 0
+        self.done = [False] * len(rows)
+        self.forced: set[int] = set()
+        self.matchers = []
+        self.bitmask = None
+        if any(r.grammar is not None for r in rows):
+            import xgrammar as xgr
+
+            self.matchers = [xgr.GrammarMatcher(r.grammar) if r.grammar is not None else None
+                             for r in rows]
+            self.bitmask = xgr.allocate_token_bitmask(len(rows), vocab_size)
+        self.generators = []
+        for r in rows:
+            g = torch.Generator()
+            g.manual_seed(int(r.seed) & 0xFFFF_FFFF_FFFF)
+            self.generators.append(g)
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        if self.step > 0:
+            last = input_ids[:, -1].tolist()
+            for b, tok in enumerate(last):
+                if self.done[b]:
+                    continue
+                if tok in self.eos_ids:
+                    self.done[b] = True
+                    continue
+                m = self.matchers[b] if self.matchers else None
+                if m is not None and not m.is_terminated() and not m.accept_token(tok):
+                    log.warning("grammar rejected token %d in row %d; ending the row", tok, b)
+                    self.forced.add(b)
+                    self.done[b] = True
+                elif self.closing is not None and tok < len(self.closing.texts):
+                    self.states[b].feed(self.closing.texts[tok])
+        self.step += 1
+        scores = scores.float()
+        if self.matchers:
+            import xgrammar as xgr
+
+            active = []
+            for b, m in enumerate(self.matchers):
+                if m is not None and not self.done[b] and not m.is_terminated():
+                    m.fill_next_token_bitmask(self.bitmask, b)
+                    active.append(b)
+            if active:
+                cpu = scores.device.type != "cuda"
+                target = scores.cpu() if cpu else scores
+                xgr.apply_token_bitmask_inplace(target, self.bitmask.to(target.device),
+                                                vocab_size=self.vocab_size, indices=active)
+                scores = target.to(scores.device) if cpu else target
+        neg = torch.finfo(scores.dtype).min
+        for b, r in enumerate(self.rows):
+            if self.done[b] or self.step > r.max_tokens:
+                if not self.done[b]:
+                    self.forced.add(b)
+                    self.done[b] = True
+                scores[b].fill_(neg)
+                scores[b, self.eos] = 0.0
+                continue
+            if (self.closing is not None and r.grammar is not None
+                    and self.step > r.max_tokens - min(r.reserve, r.max_tokens // 2)):
+                choice = self._closing_token(b, scores[b], neg)
+                if choice is not None:
+                    keep = scores[b, choice].clone()
+                    scores[b].fill_(neg)
+                    scores[b, choice] = keep
+            if r.temperature > 0:
+                logits = scores[b] / r.temperature
+                probs = torch.softmax(logits, dim=-1)
+                if r.top_p < 1.0:
+                    sp, si = torch.sort(probs, descending=True)
+                    keep = torch.cumsum(sp, dim=-1) - sp < r.top_p
+                    keep[0] = True
+                    filtered = torch.zeros_like(probs)
+                    filtered[si[keep]] = sp[keep]
+                    probs = filtered / filtered.sum()
+                gen = self.generators[b]
+                choice = int(torch.multinomial(probs.cpu(), 1, generator=gen).item())
+                scores[b].fill_(neg)
+                scores[b, choice] = 0.0
+        return scores
+
+    def _closing_token(self, b: int, row_scores, neg: float) -> int | None:
+        """The token that brings row ``b`` closest to a complete JSON value: the closing quote,
+        bracket, brace or comma when the grammar allows it, else the longest allowed token."""
+        st = self.states[b]
+        ids = self.closing.ids
+
+        def allowed(ch: str) -> int | None:
+            tok = ids.get(ch)
+            return tok if tok is not None and tok < row_scores.shape[0] and row_scores[tok] > neg / 2 else None
+
+        choice = None
+        if st.in_string and not st.escape:
+            choice = allowed('"')
+        elif not st.in_string:
+            top = st.stack[-1] if st.stack else None
+            if top == "[":
+                choice = allowed("]")
+            elif top == "{":
+                choice = allowed("}") if allowed("}") is not None else allowed(",")
+        if choice is None:
+            # text the grammar dictates (key names, separators): take it in the fewest tokens
+            import torch
+
+            mask = row_scores > neg / 2
+            lengths = self.closing.lengths[: row_scores.shape[0]].to(row_scores.device)
+            if bool(mask.any()):
+                choice = int(torch.where(mask, lengths, torch.full_like(lengths, -1.0)).argmax())
+        return choice

@@ -1,0 +1,73 @@
+"""Prompt templates: placeholder checks, rendering, and fitting a context into a token budget.
+
+Templates live in the config (conf/infer/default.yaml, conf/planner/llm.yaml) as plain
+``str.format`` strings (no Jinja): ``{context}``, ``{question}``, ``{answer_unit}``, ``{qid}`` for
+answers, ``{question}``, ``{n_extra}`` for the planner. Literal braces are written ``{{`` ``}}``.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Callable
+
+from kohaku.config import ConfigError
+
+SNIPPET_SEP = "\n---\n"
+ANSWER_FIELDS = ("context", "question", "answer_unit", "qid")
+PLANNER_FIELDS = ("question", "n_extra")
+
+
+def template_fields(template: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+
+
+def check_template(template: str, allowed: tuple[str, ...], where: str) -> None:
+    """Fail with the config key when ``template`` uses an unknown placeholder or bad braces."""
+    try:
+        fields = template_fields(template)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc} (write literal braces as {{{{ and }}}})") from exc
+    bad = sorted(f for f in fields if f not in allowed)
+    if bad:
+        raise ConfigError(
+            f"{where} uses unknown placeholder(s) {', '.join('{' + b + '}' for b in bad)}; "
+            f"allowed: {', '.join('{' + a + '}' for a in allowed)}"
+        )
+
+
+def render(template: str, **values: object) -> str:
+    return template.format(**values)
+
+
+def trim_context(context: str, budget: int, count: Callable[[str], int]) -> tuple[str, int, bool]:
+    """Fit ``context`` into ``budget`` tokens.
+
+    The context is snippets joined by ``\\n---\\n`` in rank order; the lowest-ranked snippets are
+    dropped first. If the top snippet alone is still too long, its text is cut at the end.
+    Returns (text, snippets dropped, whether the last kept snippet was cut).
+    """
+    if budget <= 0:
+        return "", len(context.split(SNIPPET_SEP)) if context else 0, bool(context)
+    if count(context) <= budget:
+        return context, 0, False
+    blocks = context.split(SNIPPET_SEP)
+    sizes = [count(b) for b in blocks]
+    sep = count(SNIPPET_SEP)
+    keep = len(blocks)
+    # estimate with per-snippet counts, then confirm with the real count
+    while keep > 1 and sum(sizes[:keep]) + sep * (keep - 1) > budget:
+        keep -= 1
+    while keep > 1 and count(SNIPPET_SEP.join(blocks[:keep])) > budget:
+        keep -= 1
+    text = SNIPPET_SEP.join(blocks[:keep])
+    dropped = len(blocks) - keep
+    if count(text) <= budget:
+        return text, dropped, False
+    lo, hi = 0, len(text)
+    while lo < hi:  # longest prefix that fits
+        mid = (lo + hi + 1) // 2
+        if count(text[:mid]) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo], dropped, True

