@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from kohaku.llm.base import Backend, ChatRequest, Completion, Counters, short_hash
+from kohaku.llm.base import Backend, BackendError, ChatRequest, Completion, Counters, short_hash
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,16 @@ def generate_cached(
     for c in range(0, len(todo), size):
         chunk = todo[c:c + size]
         t0 = time.perf_counter()
-        completions = backend.generate([sub for sub, _, _ in chunk])
+        try:
+            completions = backend.generate([sub for sub, _, _ in chunk])
+        except BackendError:
+            raise
+        except Exception as exc:  # name the model; what finished before is already cached
+            raise BackendError(
+                f"{identity}: generation failed ({type(exc).__name__}: {exc}); the samples finished "
+                f"before it are cached and a re-run resumes from them; if it fails again, check the "
+                f"llm config (llm=..., llm.model) or lower infer.chunk_size"
+            ) from exc
         dt = time.perf_counter() - t0
         if len(completions) != len(chunk):
             raise RuntimeError(

@@ -97,10 +97,12 @@ def _hints(cfg: VLLMConfig, exc: BaseException) -> str:
     msg = str(exc)
     low = msg.lower()
     if "out of memory" in low or "no available memory" in low or "cache blocks" in low:
+        util = cfg.gpu_memory_utilization
+        util_hint = (f"lower llm.gpu_memory_utilization (now {util}: other processes may hold GPU "
+                     f"memory)" if util >= 0.95 else f"raise llm.gpu_memory_utilization (now {util})")
         return (f"out of GPU memory for {cfg.model}: lower llm.max_model_len (now "
-                f"{cfg.max_model_len}) or raise llm.gpu_memory_utilization (now "
-                f"{cfg.gpu_memory_utilization}), or spread the model with llm.tensor_parallel_size "
-                f"(now {cfg.tensor_parallel_size}); {msg}")
+                f"{cfg.max_model_len}) or {util_hint}, or spread the model with "
+                f"llm.tensor_parallel_size (now {cfg.tensor_parallel_size}); {msg}")
     if "max_model_len" in low or "max_position_embeddings" in low or "maximum model length" in low:
         return (f"{cfg.model}: context length problem, set llm.max_model_len to at most the "
                 f"model's limit (now {cfg.max_model_len}); {msg}")

@@ -270,8 +270,8 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
     by_key = {(r["qid"], r["attempt"]): r for r in contexts.iter_rows(named=True)}
     qrows = {r["qid"]: r for r in questions.iter_rows(named=True)}
     counters = Counters()
-    stats = {"invalid": 0, "dropped_refs": 0, "trimmed": 0, "trimmed_snippets": 0, "retried": 0,
-             "rounds": 0}
+    stats = {"invalid": 0, "empty": 0, "truncated": 0, "dropped_refs": 0, "trimmed": 0,
+             "trimmed_snippets": 0, "retried": 0, "rounds": 0}
     rows: list[dict[str, Any]] = []
     pending = list(qrows)
     for attempt in range(cfg.max_retries + 1):
@@ -314,6 +314,8 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
             for idx, s in enumerate(ss):
                 parsed = parse_answer(s.text, allowed, cfg.blank_values)
                 stats["invalid"] += not parsed["valid"]
+                stats["empty"] += not s.text.strip()
+                stats["truncated"] += s.finish_reason == "length"
                 stats["dropped_refs"] += parsed["dropped_refs"]
                 all_blank &= parsed["is_blank"]
                 rows.append({"qid": qid, "attempt": attempt, "sample_idx": idx, "raw": s.text,
@@ -328,7 +330,7 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
     gens = pl.DataFrame(rows, schema=GENERATIONS_SCHEMA).sort(["qid", "attempt", "sample_idx"])
     final_blank = len(pending)
     summary = {**counters.as_dict(), **stats, "questions": len(qrows), "blank_questions": final_blank,
-               "identity": backend.identity}
+               "backend_retries": int(getattr(backend, "retries", 0)), "identity": backend.identity}
     return gens, summary
 
 

@@ -423,4 +423,5 @@ def _describe_open_error(exc: Exception) -> str:
     text = " ".join(str(x) for x in chain)
     if "Password" in names or "password" in text.lower() or "encrypt" in text.lower():
         return "encrypted PDF (a password is required); supply a decrypted copy"
-    return f"not a readable PDF ({type(exc).__name__}: {str(exc)[:200]})"
+    return (f"not a readable PDF ({type(exc).__name__}: {str(exc)[:200]}); the file is damaged or "
+            f"truncated: re-download it or supply a text version")
