@@ -9,7 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from kohaku.llm import BackendError, ChatRequest, load_backend
-from kohaku.llm.fetch import GGUFSource, ensure_gguf, models_dir, sha256_file
+from kohaku.artifacts import sha256_file
+from kohaku.llm.fetch import GGUFSource, ensure_gguf, models_dir
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
 

@@ -11,7 +11,6 @@ Models folder: ``$KOHAKU_MODELS`` if set, else ``models/`` at the repository roo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kohaku.artifacts import sha256_file
 from kohaku.llm.base import BackendError
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,6 @@ def models_dir(override: str | os.PathLike | None = None) -> Path:
     if env:
         return Path(env).expanduser().resolve()
     return REPO_ROOT / "models"
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _stamp(path: Path) -> Path:
