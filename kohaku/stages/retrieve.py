@@ -14,7 +14,7 @@ doc_ids, node_ids, n_tokens, budget, n_blocks).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Mapping
 
@@ -31,8 +31,10 @@ from kohaku.stage import Stage, StageContext
 
 
 @dataclass
-class RetrieveConfig:
-    """The ``retrieve`` config group (see conf/retrieve/default.yaml)."""
+class RetrieveConfig(RenderConfig):
+    """The ``retrieve`` config group (see conf/retrieve/default.yaml); the context rendering
+    keys (expand, window, heading, block_format, heading_format, separator) come from
+    RenderConfig."""
 
     top_k: int = 16
     levels: list[int] | None = None
@@ -45,12 +47,6 @@ class RetrieveConfig:
     bm25_levels: list[int] | None = field(default_factory=lambda: [3])
     max_hits: int | None = None
     ef: int | None = None
-    expand: str = "window"
-    window: int = 1
-    heading: str = "paragraphs"
-    block_format: str = "[ref_id={doc_id}] {heading}{text}"
-    heading_format: str = "{section}\n"
-    separator: str = "\n---\n"
     max_context_tokens: int = 2000
     grow_budget: bool = True
 
@@ -73,11 +69,7 @@ class RetrieveConfig:
             raise ValueError(f"heading={self.heading!r}: use none, paragraphs or all")
 
     def render(self) -> RenderConfig:
-        return RenderConfig(
-            expand=self.expand, window=self.window, heading=self.heading,
-            block_format=self.block_format, heading_format=self.heading_format,
-            separator=self.separator,
-        )
+        return RenderConfig(**{f.name: getattr(self, f.name) for f in fields(RenderConfig)})
 
 
 def _hit_frame(qrows: np.ndarray, rows: np.ndarray, scores: np.ndarray, level: int, source: str):

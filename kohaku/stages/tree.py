@@ -45,18 +45,11 @@ KINDS = ("document", "section", "paragraph", "sentence")
 
 
 @dataclass
-class TreeConfig:
-    """The ``tree`` config group (see conf/tree/*.yaml for the meaning of each key)."""
+class TreeConfig(SegmentConfig):
+    """The ``tree`` config group (see conf/tree/*.yaml for the meaning of each key); the
+    segmenter's keys come from SegmentConfig."""
 
     mode: str = "hier"
-    min_sentence_chars: int = 15
-    max_sentence_chars: int = 1000
-    max_paragraph_chars: int = 1800
-    min_paragraph_chars: int = 40
-    drop_repeated_lines: bool = True
-    detect_tables: bool = True
-    title_case_headings: str = "auto"
-    page_fallback: bool = True
     chunk_tokens: int = 256
     chunk_overlap: int = 32
 
