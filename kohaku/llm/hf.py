@@ -1,9 +1,17 @@
-"""transformers backend (CPU or GPU): batched, left-padded ``generate`` with a JSON grammar.
+"""transformers backend (CPU or GPU): per-prompt prefill, batched decode, a JSON grammar.
 
 - Each request is rendered with the model's chat template. Its ``n`` samples become ``n`` rows
-  of the batch (what ``num_return_sequences`` does inside transformers, but rows of different
-  requests may then have different sampling settings). Rows are sorted by length and cut into
-  batches of ``llm.batch_size`` rows.
+  (rows of different requests may have different sampling settings). Rows are sorted by length
+  and cut into batches of ``llm.batch_size`` rows.
+- ``llm.decoder=loop`` (the default where transformers has ``StaticCache``): each distinct prompt
+  of a batch is prefilled once, alone (no padding, no batch-wide attention matrix), and its keys
+  and values are copied into every row that samples from it, so ``n`` samples cost one prefill.
+  The rows then decode together over a preallocated kv cache (left-padded, explicit 4-D mask,
+  per-row positions) written in place; rows that finish drop out of the cache. On a CPU the
+  prefill dominates and is linear in prompt tokens, so batching wins only in decode: there a
+  step of 16 rows costs a few times one row's step, not 16 times (bench_llm.py).
+  ``llm.decoder=generate`` uses ``model.generate`` on a left-padded batch instead (one prefill
+  per row); both give the same tokens (tests/test_llm_hf_decode.py).
 - Decoding is done by :class:`RowSampler`, a logits processor: per row it applies the JSON
   grammar (an xgrammar matcher per row), then either keeps the logits (greedy, temperature 0) or
   samples with temperature/top_p from the row's own ``torch.Generator`` seeded with
@@ -38,7 +46,7 @@ from kohaku.llm.fetch import GGUFSource, ensure_gguf
 log = logging.getLogger(__name__)
 
 # Bump when RowSampler's decoding changes what a sample is: it is part of the cache identity.
-DECODER_VERSION = "2"
+DECODER_VERSION = "3"
 
 
 @dataclass
@@ -51,25 +59,33 @@ class HFConfig:
     revision: str = "main"
     gguf: dict[str, str] | None = None   # {pip, member, sha256}: a GGUF shipped in a PyPI wheel
     device: str = "auto"            # auto | cpu | cuda | cuda:1
-    dtype: str = "auto"             # auto (float32 on CPU, bfloat16 on GPU) | float32 | float16 | bfloat16
+    dtype: str = "auto"             # auto (bfloat16 on GPU and bf16-capable CPUs, else float32) | float32 | float16 | bfloat16
     batch_size: int = 8             # rows (prompt x sample) per forward batch
     max_context: int | None = None  # tokens; null: the model config's max_position_embeddings
     threads: int | None = None      # torch CPU threads while generating; null: torch's default
     json_close_margin: int = 4      # extra tokens kept to close a JSON answer (see RowSampler)
     trust_remote_code: bool = False
+    decoder: str = "auto"           # auto | loop | generate (see the module docstring)
 
     def validate(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.dtype not in ("auto", "float32", "float16", "bfloat16"):
             raise ValueError(f"dtype must be auto/float32/float16/bfloat16, got {self.dtype!r}")
+        if self.decoder not in ("auto", "loop", "generate"):
+            raise ValueError(f"decoder must be auto, loop or generate, got {self.decoder!r}")
 
 
 def _torch_dtype(name: str, device: str):
+    """``auto``: bfloat16 on GPUs and on CPUs with native bf16 (prefill about 2x faster than
+    float32 there), float32 on other CPUs."""
     import torch
 
+    from kohaku.devices import cpu_has_native_bf16
+
     if name == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+        native = device.startswith("cuda") or (device == "cpu" and cpu_has_native_bf16())
+        return torch.bfloat16 if native else torch.float32
     return getattr(torch, name)
 
 
@@ -276,39 +292,24 @@ class HFBackend:
         order = sorted(range(len(rows)), key=lambda j: (rows[j].max_tokens, len(rows[j].ids)))
         bs = self.cfg.batch_size
         batches = [order[s:s + bs] for s in range(0, len(order), bs)]
-        pad = self.tokenizer.pad_token_id
         for batch in tqdm(batches, desc=f"{self.cfg.name} generate", unit="batch",
                           disable=len(batches) < 2, leave=False):
             brows = [rows[j] for j in batch]
-            width = max(len(r.ids) for r in brows)
-            input_ids = torch.full((len(brows), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(brows), width), dtype=torch.long)
-            for b, r in enumerate(brows):
-                input_ids[b, width - len(r.ids):] = torch.tensor(r.ids, dtype=torch.long)
-                mask[b, width - len(r.ids):] = 1
             closing = self._closers() if any(r.grammar is not None for r in brows) else None
             sampler = RowSampler(brows, self._eos_ids, vocab_size=int(model.config.vocab_size),
                                  closing=closing)
-            from transformers import GenerationConfig
-
-            gen_cfg = GenerationConfig(
-                max_new_tokens=max(r.max_tokens for r in brows), do_sample=False, num_beams=1,
-                pad_token_id=pad, eos_token_id=self._eos_ids,
-            )
             t0 = time.perf_counter()
             try:
-                with torch.inference_mode():
-                    out = model.generate(
-                        input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                        generation_config=gen_cfg, logits_processor=[sampler],
-                    )
+                if self._use_loop():
+                    gen = self._decode_loop(brows, sampler)
+                else:
+                    gen = self._decode_generate(brows, sampler)
             except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - GPU only
                 raise BackendError(
                     f"out of GPU memory generating with {self.cfg.name}: lower llm.batch_size "
                     f"(now {bs}) or infer.max_tokens"
                 ) from exc
             dt = time.perf_counter() - t0
-            gen = out[:, width:].tolist()
             for b, r in enumerate(brows):
                 toks = gen[b]
                 end = next((t for t, tok in enumerate(toks) if tok in self._eos_ids), None)
@@ -331,6 +332,149 @@ class HFBackend:
                 seconds=total * len(mine) / len(rows),
             ))
         return results
+
+    # -- decoding a batch of rows ------------------------------------------------------------
+
+    def _use_loop(self) -> bool:
+        """The kv-cache decode loop needs transformers >= 5 (``StaticCache(config=...)``)."""
+        if self.cfg.decoder != "auto":
+            return self.cfg.decoder == "loop"
+        if not hasattr(self, "_loop_ok"):
+            try:
+                import inspect
+
+                from transformers import StaticCache
+
+                params = inspect.signature(StaticCache.__init__).parameters
+                self._loop_ok = "config" in params and "max_cache_len" in params and (
+                    "cache" in inspect.signature(self.model.forward).parameters
+                    or "past_key_values" in inspect.signature(self.model.forward).parameters)
+            except ImportError:  # pragma: no cover - very old transformers
+                self._loop_ok = False
+            if not self._loop_ok:  # pragma: no cover - depends on the installed transformers
+                log.info("transformers lacks the static kv-cache API: decoding with generate()")
+        return self._loop_ok
+
+    def _forward(self, cache, **kwargs):
+        """One model forward with ``cache`` (the keyword is ``cache`` in transformers >= 5.2x,
+        ``past_key_values`` before); returns (logits, cache)."""
+        import inspect
+
+        if not hasattr(self, "_cache_kw"):
+            params = inspect.signature(self.model.forward).parameters
+            self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        out = self.model(**{self._cache_kw: cache}, use_cache=True, **kwargs)
+        got = getattr(out, "cache", None)
+        return out.logits, got if got is not None else getattr(out, "past_key_values", cache)
+
+    def _decode_loop(self, brows: list["_Row"], sampler: "RowSampler") -> list[list[int]]:
+        """Generated token ids per row: prefill each distinct prompt once, then decode all rows
+        together over one preallocated kv cache.
+
+        - Prefill runs per prompt (no padding, no batch-wide attention matrix) and its keys and
+          values are copied into every row that shares the prompt: the ``n`` samples of a request
+          cost one prefill, not ``n``.
+        - Decoding writes each step's keys/values in place into a ``StaticCache`` of
+          ``width + max_new`` positions (rows left-padded, padding masked by an explicit 4-D mask,
+          positions per row), so a step costs the same at any length instead of re-copying the
+          cache as a growing ``DynamicCache`` does; batching then pays off in decode.
+        """
+        import torch
+        from transformers import DynamicCache, StaticCache
+
+        model = self.model
+        dev = self.device
+        n_rows = len(brows)
+        width = max(len(r.ids) for r in brows)
+        max_new = max(r.max_tokens for r in brows)
+        groups: dict[int, list[int]] = {}
+        for b, r in enumerate(brows):
+            groups.setdefault(r.req, []).append(b)
+        keys: list[Any] = []
+        values: list[Any] = []
+        logits = None
+        with torch.inference_mode():
+            for members in groups.values():
+                ids = brows[members[0]].ids
+                out_logits, cache = self._forward(
+                    DynamicCache(config=model.config),
+                    input_ids=torch.tensor([ids], dtype=torch.long, device=dev), logits_to_keep=1)
+                if logits is None:
+                    logits = torch.empty((n_rows, out_logits.shape[-1]), dtype=torch.float32, device=dev)
+                logits[members] = out_logits[0, -1].float()
+                start = width - len(ids)
+                for layer_idx, layer in enumerate(cache.layers):
+                    k, v = layer.keys, layer.values
+                    if layer_idx == len(keys):
+                        keys.append(k.new_zeros((n_rows, k.shape[1], width, k.shape[3])))
+                        values.append(v.new_zeros((n_rows, v.shape[1], width, v.shape[3])))
+                    keys[layer_idx][members, :, start:] = k[0]
+                    values[layer_idx][members, :, start:] = v[0]
+                del cache
+            static = StaticCache(config=model.config, max_cache_len=width + max_new)
+            for layer_idx in range(len(keys)):
+                static.update(keys[layer_idx], values[layer_idx], layer_idx)
+                keys[layer_idx] = values[layer_idx] = None   # free as we go
+            mask = torch.zeros((n_rows, 1, 1, width + max_new), dtype=torch.bool, device=dev)
+            for b, r in enumerate(brows):
+                mask[b, 0, 0, width - len(r.ids):width] = True
+            pos = torch.tensor([len(r.ids) for r in brows], dtype=torch.long, device=dev)
+            gen: list[list[int]] = [[] for _ in brows]
+            finished = [False] * n_rows
+            alive = list(range(n_rows))    # rows still in the kv cache (finished ones drop out)
+            full = logits                  # the sampler always sees every row of the batch
+            last = None
+            for step in range(max_new):
+                scores = sampler(last, full)
+                nxt = scores.argmax(dim=-1)
+                for b, tok in enumerate(nxt.tolist()):
+                    if not finished[b]:
+                        gen[b].append(tok)
+                        finished[b] = tok in self._eos_ids
+                if all(finished) or step == max_new - 1:
+                    break
+                last = nxt[:, None]
+                running = [i for i, b in enumerate(alive) if not finished[b]]
+                if len(running) <= 0.75 * len(alive):
+                    # drop finished rows from the cache: later steps attend over fewer rows
+                    idx = torch.tensor(running, dtype=torch.long, device=dev)
+                    for layer in static.layers:
+                        layer.keys = layer.keys.index_select(0, idx)
+                        layer.values = layer.values.index_select(0, idx)
+                    mask, pos = mask.index_select(0, idx), pos.index_select(0, idx)
+                    alive = [alive[i] for i in running]
+                rows_idx = torch.tensor(alive, dtype=torch.long, device=dev)
+                mask[:, 0, 0, width + step] = True
+                out_logits, static = self._forward(
+                    static, input_ids=last.index_select(0, rows_idx), attention_mask=mask,
+                    position_ids=(pos + step)[:, None])
+                full = torch.zeros_like(full)
+                full[rows_idx] = out_logits[:, -1].float()
+        return gen
+
+    def _decode_generate(self, brows: list["_Row"], sampler: "RowSampler") -> list[list[int]]:
+        """Generated token ids per row through ``model.generate`` on a left-padded batch (one
+        prefill per row; the fallback for transformers without the static-cache API)."""
+        import torch
+        from transformers import GenerationConfig
+
+        pad = self.tokenizer.pad_token_id
+        width = max(len(r.ids) for r in brows)
+        input_ids = torch.full((len(brows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(brows), width), dtype=torch.long)
+        for b, r in enumerate(brows):
+            input_ids[b, width - len(r.ids):] = torch.tensor(r.ids, dtype=torch.long)
+            mask[b, width - len(r.ids):] = 1
+        gen_cfg = GenerationConfig(
+            max_new_tokens=max(r.max_tokens for r in brows), do_sample=False, num_beams=1,
+            pad_token_id=pad, eos_token_id=self._eos_ids,
+        )
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                generation_config=gen_cfg, logits_processor=[sampler],
+            )
+        return out[:, width:].tolist()
 
     def close(self) -> None:
         self._model = None
