@@ -205,10 +205,13 @@ def default_variants() -> dict[str, dict[str, dict[str, Any]]]:
     }
     return {
         # the shipped pipeline: hierarchical tree, sentences + paragraphs, consensus rerank,
-        # sentence windows, BM25 on sentences fused by RRF
+        # BM25 on sentences fused by RRF, hits grown into spans (a share of the budget)
         "hier": {**deepcopy(base), "tree": shipped("tree", "hier")},
         "hier-dense": {**deepcopy(base), "tree": shipped("tree", "hier"),
                        "retrieve": {**base["retrieve"], "bm25_weight": 0.0}},
+        # the earlier default expansion: fixed sentence windows whatever the budget
+        "hier-window": {**deepcopy(base), "tree": shipped("tree", "hier"),
+                        "retrieve": {**base["retrieve"], "expand": "window"}},
         "flat": deepcopy(flat_chunks),
         "flat+bm25": {**deepcopy(flat_chunks),
                       "retrieve": {**flat_chunks["retrieve"], "bm25_weight": 1.0}},
@@ -312,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--solutions", default="solutions_public.csv")
     p.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000, 4000])
     p.add_argument("--variants", nargs="+", default=["hier", "hier-dense", "flat", "flat+bm25"],
-                   help="hier, hier-dense, flat, flat+bm25, flat-tree+hier-retrieval, or names "
-                        "defined with -o")
+                   help="hier, hier-dense, hier-window, flat, flat+bm25, flat-tree+hier-retrieval, "
+                        "or names defined with -o")
     p.add_argument("-o", "--override", action="append",
                    help="variant.group.key=value, e.g. hier.retrieve.expand=paragraph; a new variant "
                         "name (hier/para.retrieve.expand=paragraph) starts from the part before '/'")

@@ -1,26 +1,33 @@
-"""From ranked hits to the context string: expansion, tree dedup, sibling merge, budget cut.
+"""From ranked hits to the context string: expansion, tree dedup, section blocks, budget cut.
 
-Each ranked node becomes a *unit*:
+The context is built from the tree's *leaves* (sentences, or childless paragraphs and sections).
+Each ranked node becomes a *unit*, a set of leaves:
 
-- a sentence (a leaf whose parent is a paragraph or section) becomes, with ``expand``:
-  ``paragraph`` its whole parent; ``window`` the sentences within ``window`` positions of it in the
-  same parent; ``none`` itself;
-- any other node (a paragraph or a section hit) stays itself, whole.
+- a sentence (a leaf whose parent is a paragraph or section) grows with ``expand``:
+  ``none`` itself; ``window`` the sentences within ``window`` positions of it in the same parent;
+  ``paragraph`` its whole parent; ``span`` its window widened to ``span_share * budget`` tokens
+  of text, taking its own paragraph's sentences first (nearest first, alternating after/before)
+  and then the neighbouring paragraphs of its section, so a unit is a sentence window at small
+  budgets and whole paragraphs with their neighbours at large ones;
+- any other node (a paragraph, section or document hit) is all the leaves below it.
 
-Units go into blocks in rank order. A *full* block holds one node's whole content (a section
-whose own text is just its title is rendered as its paragraphs, see TreeView.full_text); a *partial* block
-holds some sentences of one parent, always rendered in document order (siblings from one
-paragraph merge into one block, with " … " marking gaps). Tree dedup: a unit whose node or an
-ancestor is already in a full block adds nothing; a full unit that covers earlier blocks
-(its descendants, or a partial block of its own sentences) replaces them at the position of the
-earliest one. So no text appears twice. A unit that would push the context over the token
-budget is skipped (a too-long paragraph falls back to the sentence window, then the sentence)
-and later, shorter units may still fill the budget.
+Units go into the context in rank order. Leaves are grouped into one *block* per section (the
+document's child on the leaf's path): a block is rendered once, with one ``[ref_id=...]`` header,
+its leaves in document order, whole paragraphs as their own text, adjacent paragraphs on separate
+lines, and " … " marking left-out text. Tree dedup is set union: a unit adds only its leaves not
+yet in the context (a paragraph hit after a window of its sentences completes the paragraph in
+place), so no text appears twice. A block keeps the position of its section's first unit.
+
+A unit that would push the context over the token budget falls back to smaller ones (span or
+paragraph -> sentence window -> the sentence); if none fits it is skipped and later, shorter units
+may still fill the budget.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Sequence
 
 import numpy as np
@@ -28,21 +35,37 @@ import polars as pl
 
 from kohaku.text.tokens import count_tokens
 
-GAP = " … "
+GAP = " … "  # left-out sentences inside a paragraph
+PARA_GAP = "\n…\n"  # left-out text between two paragraphs of one block
+EXPAND_MODES = ("none", "window", "paragraph", "span")
+HEADING_MODES = ("none", "paragraphs", "all")
 
 
 @dataclass
 class RenderConfig:
-    expand: str = "window"
+    expand: str = "span"
     window: int = 1
+    span_share: float = 0.25
     heading: str = "paragraphs"
     block_format: str = "[ref_id={doc_id}] {heading}{text}"
     heading_format: str = "{section}\n"
     separator: str = "\n---\n"
 
+    def validate(self) -> None:
+        if self.expand not in EXPAND_MODES:
+            raise ValueError(f"expand={self.expand!r}: use {', '.join(EXPAND_MODES)}")
+        if self.heading not in HEADING_MODES:
+            raise ValueError(f"heading={self.heading!r}: use {', '.join(HEADING_MODES)}")
+        if self.window < 0:
+            raise ValueError("window must be >= 0")
+        if not 0.0 <= self.span_share <= 1.0:
+            raise ValueError(f"span_share={self.span_share}: use a share of the budget in [0, 1]")
+
 
 class TreeView:
-    """Array view of the ``nodes`` table for fast parent/sibling lookups by row."""
+    """Array view of the ``nodes`` table: parents, children in order, and the leaves of every
+    section in document order (``leaves[c]``; node ``r`` covers ``leaves[container[r]][first[r]:
+    last[r]]``)."""
 
     def __init__(self, nodes: pl.DataFrame) -> None:
         from kohaku.stages.embed import node_arrays
@@ -73,20 +96,64 @@ class TreeView:
                 kids = rows[s:e]
                 self.children[int(par[s])] = kids
                 self.sib_pos[kids] = np.arange(e - s)
+        self._layout()
         self._tokens: dict[int, int] = {}
-        self._anc: dict[int, tuple[int, ...]] = {}
         self._full: dict[int, str] = {}
+        self._joiner: dict[int, str] = {}
 
-    def ancestors(self, row: int) -> tuple[int, ...]:
-        out = self._anc.get(row)
-        if out is None:
-            chain = []
-            p = int(self.parent[row])
-            while p >= 0:
-                chain.append(p)
-                p = int(self.parent[p])
-            out = self._anc[row] = tuple(chain)
-        return out
+    def _layout(self) -> None:
+        """Containers (a root's children; a childless root is its own), their leaves in document
+        order, each node's leaf range and each leaf's group (the paragraph it renders in). Kept
+        as Python lists: the context loop indexes them one element at a time."""
+        n = len(self.parent)
+        parent = self.parent.tolist()
+        container = [-1] * n
+        first = [0] * n
+        last = [0] * n
+        self.leaves: dict[int, list[int]] = {}
+        for root in np.flatnonzero(self.parent < 0).tolist():
+            tops = self.children.get(root)
+            for top in ([root] if tops is None else tops.tolist()):
+                out: list[int] = []
+                stack = [(top, False)]
+                while stack:  # iterative pre/post-order walk: first at entry, last at exit
+                    row, done = stack.pop()
+                    if done:
+                        last[row] = len(out)
+                        continue
+                    container[row] = top
+                    first[row] = len(out)
+                    kids = self.children.get(row)
+                    if kids is None:
+                        out.append(row)
+                        last[row] = len(out)
+                        continue
+                    stack.append((row, True))
+                    stack.extend((int(k), False) for k in kids[::-1])
+                self.leaves[top] = out
+        leaf_pos = [-1] * n
+        group = list(range(n))
+        for top, out in self.leaves.items():
+            for i, leaf in enumerate(out):
+                leaf_pos[leaf] = i
+                p = parent[leaf]
+                if p >= 0 and p != top and parent[p] >= 0:
+                    group[leaf] = p  # a sentence renders inside its paragraph
+        self.container, self.first, self.last = container, first, last
+        self.leaf_pos, self.group = leaf_pos, group
+        self._ctok: dict[int, list[int]] = {}
+        self._adj: dict[int, int] = {}
+        self._cum: dict[int, list[int]] = {}
+
+    def leaves_of(self, row: int) -> list[int]:
+        """The leaves under ``row`` (itself when it is a leaf), in document order."""
+        c = self.container[row]
+        if c >= 0:
+            return self.leaves[c][self.first[row] : self.last[row]]
+        return [leaf for top in self.children.get(row, []) for leaf in self.leaves[int(top)]]
+
+    def n_leaves(self, row: int) -> int:
+        return self.last[row] - self.first[row]
 
     def full_text(self, row: int) -> str:
         """A node's whole content. Paragraph text is the join of its sentences, so it is used
@@ -114,14 +181,54 @@ class TreeView:
             n = self._tokens[row] = count_tokens(self.text[row].strip())
         return n
 
+    def full_tokens(self, row: int) -> int:
+        n = self._tokens.get(-row - 1)
+        if n is None:
+            n = self._tokens[-row - 1] = count_tokens(self.full_text(row))
+        return n
+
+    def leaf_tokens(self, container: int) -> list[int]:
+        """Text tokens of the container's leaves, by position."""
+        out = self._ctok.get(container)
+        if out is None:
+            out = self._ctok[container] = [self.text_tokens(r) for r in self.leaves[container]]
+        return out
+
+    def cum_tokens(self, container: int) -> list[int]:
+        """Prefix sums of ``leaf_tokens``: leaves lo..hi-1 hold cum[hi] - cum[lo] tokens."""
+        out = self._cum.get(container)
+        if out is None:
+            out = self._cum[container] = [0, *accumulate(self.leaf_tokens(container))]
+        return out
+
+    def whole_adjust(self, group: int) -> int:
+        """Tokens of a group rendered whole minus the sum of its leaves' tokens (0 when a
+        paragraph's text is the join of its sentences)."""
+        out = self._adj.get(group)
+        if out is None:
+            out = self._adj[group] = self.full_tokens(group) - sum(
+                self.text_tokens(r) for r in self.leaves_of(group))
+        return out
+
+    def joiner(self, group: int) -> str:
+        """How adjacent sentences of ``group`` are joined: table paragraphs keep their rows on
+        separate lines, prose paragraphs use a space."""
+        out = self._joiner.get(group)
+        if out is None:
+            out = self._joiner[group] = "\n" if "\n" in self.text[group].strip() else " "
+        return out
+
 
 @dataclass
 class Block:
-    key: int  # full: the node's row; partial: the parent's row
-    full: bool
-    members: list[int] = field(default_factory=list)  # partial: sentence rows, document order
-    tokens: int = 0
-    alive: bool = True
+    """The leaves of one section in the context: positions in ``view.leaves[container]``."""
+
+    container: int
+    pos: list[int] = field(default_factory=list)  # sorted
+    counts: dict[int, int] = field(default_factory=dict)  # group row -> leaves of it in the block
+    body: int = 0  # tokens of the rendered text (no header)
+    n_whole: int = 0  # groups with all their leaves in the block
+    tokens: int = 0  # body + header
 
 
 @dataclass
@@ -136,18 +243,15 @@ class Context:
 
 class ContextBuilder:
     def __init__(self, view: TreeView, cfg: RenderConfig) -> None:
-        if cfg.expand not in ("paragraph", "window", "none"):
-            raise ValueError(f"retrieve.expand={cfg.expand!r}: use paragraph, window or none")
-        if cfg.heading not in ("none", "paragraphs", "all"):
-            raise ValueError(f"retrieve.heading={cfg.heading!r}: use none, paragraphs or all")
+        cfg.validate()
         self.view = view
         self.cfg = cfg
         self.sep_tokens = count_tokens(cfg.separator)
         self.gap_tokens = count_tokens(GAP)
-        self._full_tokens: dict[int, int] = {}
-        self._head_tokens: dict[tuple[int, int], int] = {}
-        # no unit is smaller than a header plus one token: stop scanning once that cannot fit
+        self.para_gap_tokens = count_tokens(PARA_GAP)
+        self._head_tokens: dict[tuple[int, bool], int] = {}
         self.additive = self._is_additive()
+        # no unit is smaller than a header plus one token: stop scanning once that cannot fit
         self.min_unit = count_tokens(cfg.block_format.format(
             doc_id="x", heading="", text="", section="", page="")) + 1
 
@@ -166,192 +270,303 @@ class ContextBuilder:
         return True
 
     # ------------------------------------------------------------------------------ rendering
-    def _heading(self, row: int, text: str, full: bool) -> str:
-        mode = self.cfg.heading
-        if mode == "none" or (mode == "paragraphs" and not full):
-            return ""
+    def _groups(self, block: Block) -> list[tuple[int, list[int], bool]]:
+        """(group, its leaf rows in the block, whole) for the block's runs of one paragraph."""
         v = self.view
-        section = v.section[row]
-        if not section or text.lstrip().startswith(section.strip()):
-            return ""
-        return self.cfg.heading_format.format(section=section, page=v.page[row], doc_id=v.doc_id[row])
+        leaves = v.leaves[block.container]
+        out: list[tuple[int, list[int], bool]] = []
+        for p in block.pos:
+            leaf = leaves[p]
+            g = v.group[leaf]
+            if out and out[-1][0] == g:
+                out[-1][1].append(leaf)
+            else:
+                out.append((g, [leaf], False))
+        return [(g, m, len(m) == v.n_leaves(g)) for g, m, _ in out]
+
+    def _show_heading(self, container: int, n_whole: int, first_leaf: int, first_whole: bool) -> bool:
+        """Whether a block gets its section title line (``heading``): mode ``all``, or
+        ``paragraphs`` with a whole paragraph in it; left out when its text starts with it."""
+        mode = self.cfg.heading
+        if not (mode == "all" or (mode == "paragraphs" and n_whole > 0)):
+            return False
+        v = self.view
+        section = v.section[container].strip()
+        if not section:
+            return False
+        start = v.full_text(v.group[first_leaf]) if first_whole else v.text[first_leaf].strip()
+        return not start.startswith(section)
+
+    def _block_heading(self, block: Block) -> bool:
+        v = self.view
+        leaf = v.leaves[block.container][block.pos[0]]
+        g = v.group[leaf]
+        return self._show_heading(block.container, block.n_whole, leaf, block.counts.get(g) == v.n_leaves(g))
+
+    def _head(self, container: int, show: bool) -> int:
+        """Tokens of a block's header (the format without the text)."""
+        key = (container, show)
+        n = self._head_tokens.get(key)
+        if n is None:
+            n = self._head_tokens[key] = count_tokens(self._format(container, "", show))
+        return n
+
+    def _format(self, container: int, text: str, show: bool) -> str:
+        v = self.view
+        heading = (self.cfg.heading_format.format(section=v.section[container], page=v.page[container],
+                                                  doc_id=v.doc_id[container]) if show else "")
+        return self.cfg.block_format.format(doc_id=v.doc_id[container], heading=heading, text=text,
+                                            section=v.section[container], page=v.page[container])
 
     def render(self, block: Block) -> str:
         v = self.view
-        if block.full:
-            text = v.full_text(block.key)
-        else:
-            parts = []
-            prev = None
-            for r in block.members:
-                if prev is not None:
-                    parts.append(" " if v.sib_pos[r] == v.sib_pos[prev] + 1 else GAP)
-                parts.append(v.text[r].strip())
-                prev = r
-            text = "".join(parts)
-        heading = self._heading(block.key, text, block.full)
-        return self.cfg.block_format.format(
-            doc_id=v.doc_id[block.key], heading=heading, text=text,
-            section=v.section[block.key], page=v.page[block.key],
-        )
+        parts: list[str] = []
+        prev_last = None
+        for g, members, whole in self._groups(block):
+            if prev_last is not None:
+                adjacent = v.leaf_pos[members[0]] == v.leaf_pos[prev_last] + 1
+                parts.append("\n" if adjacent else PARA_GAP)
+            if whole:
+                parts.append(v.full_text(g))
+            else:
+                join = v.joiner(g)
+                prev = None
+                for r in members:
+                    if prev is not None:
+                        parts.append(join if v.leaf_pos[r] == v.leaf_pos[prev] + 1 else GAP)
+                    parts.append(v.text[r].strip())
+                    prev = r
+            prev_last = members[-1]
+        return self._format(block.container, "".join(parts), self._block_heading(block))
 
-    def _tokens(self, block: Block) -> int:
-        """Token count of the rendered block; partial blocks are summed from cached parts (the
-        count is additive over whitespace-joined pieces; ``build`` re-checks the final text)."""
-        if block.full:
-            n = self._full_tokens.get(block.key)
-            if n is None:
-                n = self._full_tokens[block.key] = count_tokens(self.render(block))
-            return n
+    def _plan(self, block: Block, lo: int, hi: int):
+        """What adding the leaves at positions ``lo..hi-1`` to ``block`` does: (block tokens
+        after, runs of new positions, group count changes, groups made whole, body after), or
+        None when they are all in it already. Tokens are summed from cached parts (counts are
+        additive over whitespace-joined pieces; ``build`` re-checks otherwise)."""
         v = self.view
-        members = block.members
-        head_key = (block.key, members[0])
-        head = self._head_tokens.get(head_key)
-        if head is None:
-            text = v.text[members[0]].strip()
-            heading = self._heading(block.key, text, False)
-            head = self._head_tokens[head_key] = count_tokens(self.cfg.block_format.format(
-                doc_id=v.doc_id[block.key], heading=heading, text="",
-                section=v.section[block.key], page=v.page[block.key]))
-        n = head
-        prev = None
-        for r in members:
-            n += v.text_tokens(r)
-            if prev is not None and v.sib_pos[r] != v.sib_pos[prev] + 1:
-                n += self.gap_tokens
-            prev = r
-        return n
+        leaves = v.leaves[block.container]
+        cum = v.cum_tokens(block.container)
+        group, last = v.group, v.last
+        old = block.pos
+        i0, i1 = bisect_left(old, lo), bisect_left(old, hi)
+        if i1 - i0 == hi - lo:
+            return None
+
+        def brk(x: int, y: int) -> int:  # tokens between two consecutive leaves of the block
+            if y == x + 1:
+                return 0
+            return self.gap_tokens if group[leaves[x]] == group[leaves[y]] else self.para_gap_tokens
+
+        # the runs of new positions are the gaps between the positions already in [lo, hi);
+        # each lies between two old neighbours (or an end of the block)
+        runs = []
+        start = lo
+        for p in old[i0:i1]:
+            if p > start:
+                runs.append((start, p))
+            start = p + 1
+        if start < hi:
+            runs.append((start, hi))
+        body = block.body
+        added: dict[int, int] = {}
+        whole: list[int] = []
+        for a, b in runs:
+            i = bisect_left(old, a)
+            before = old[i - 1] if i > 0 else None
+            after = old[i] if i < len(old) else None
+            body += cum[b] - cum[a]
+            if before is not None:
+                body += brk(before, a)
+            if after is not None:
+                body += brk(b - 1, after)
+            if before is not None and after is not None:
+                body -= brk(before, after)
+            x = a
+            while x < b:  # group by group
+                g = group[leaves[x]]
+                end = min(last[g], b)
+                added[g] = added.get(g, 0) + end - x
+                x = end
+        for g, n in added.items():
+            if block.counts.get(g, 0) + n == v.n_leaves(g):
+                whole.append(g)
+                body += v.whole_adjust(g)
+        first = min(old[0], runs[0][0]) if old else runs[0][0]
+        g0 = group[leaves[first]]
+        first_whole = block.counts.get(g0, 0) + added.get(g0, 0) == v.n_leaves(g0)
+        show = self._show_heading(block.container, block.n_whole + len(whole), leaves[first], first_whole)
+        return body + self._head(block.container, show), runs, added, whole, body
+
+    @staticmethod
+    def _apply(block: Block, plan) -> None:
+        tokens, runs, added, whole, body = plan
+        for a, b in reversed(runs):
+            i = bisect_left(block.pos, a)
+            block.pos[i:i] = range(a, b)
+        for g, n in added.items():
+            block.counts[g] = block.counts.get(g, 0) + n
+        block.n_whole += len(whole)
+        block.body = body
+        block.tokens = tokens
+
+    # -------------------------------------------------------------------------------- units
+    # A unit is a list of leaf ranges (container, lo, hi): positions lo..hi-1 of its leaves.
+    def _is_sentence(self, row: int) -> bool:
+        v = self.view
+        parent = int(v.parent[row])
+        return not v.has_children[row] and parent >= 0 and v.level[parent] > 0
+
+    def _node_unit(self, row: int) -> list[tuple[int, int, int]]:
+        v = self.view
+        c = v.container[row]
+        if c >= 0:
+            return [(c, v.first[row], v.last[row])]
+        return [(int(t), 0, len(v.leaves[int(t)])) for t in v.children.get(row, [])]
+
+    def _window(self, row: int, w: int) -> tuple[int, int, int]:
+        """The leaves of the siblings within ``w`` positions of ``row``."""
+        v = self.view
+        kids = v.children[int(v.parent[row])]
+        pos = int(v.sib_pos[row])
+        left, right = int(kids[max(pos - w, 0)]), int(kids[min(pos + w, len(kids) - 1)])
+        return v.container[row], v.first[left], v.last[right]
+
+    def _span(self, row: int, target: int) -> tuple[int, int, int]:
+        """Leaves around ``row`` worth at most ``target`` tokens of text (at least ``row``): its
+        paragraph's sentences first, nearest first alternating after/before, then the leaves of
+        the neighbouring paragraphs of its section the same way."""
+        v = self.view
+        c = v.container[row]
+        tok = v.leaf_tokens(c)
+        pos = v.leaf_pos[row]
+        g = v.group[row]
+        used = tok[pos]
+        lo, hi = pos, pos + 1  # the chosen range [lo, hi)
+        for start, end in ((v.first[g], v.last[g]), (0, len(tok))):
+            after = before = True
+            while after or before:
+                if after:
+                    after = hi < end and used + tok[hi] <= target
+                    if after:
+                        used += tok[hi]
+                        hi += 1
+                if before:
+                    before = lo > start and used + tok[lo - 1] <= target
+                    if before:
+                        used += tok[lo - 1]
+                        lo -= 1
+        return c, lo, hi
+
+    def _candidates(self, row: int, budget: int):
+        """The units to try for a ranked node, largest first, each smaller than the one before
+        (a generator: smaller ones are only made when a larger one did not fit)."""
+        v = self.view
+        if not self._is_sentence(row):
+            yield self._node_unit(row)
+            return
+        mode = self.cfg.expand
+        c, pos = v.container[row], v.leaf_pos[row]
+        win = (self._window(row, self.cfg.window) if mode != "none" and self.cfg.window > 0
+               else (c, pos, pos + 1))
+        size = win[2] - win[1] + 1
+        if mode == "paragraph":
+            unit = self._node_unit(int(v.parent[row]))[0]
+            size = unit[2] - unit[1]
+            yield [unit]
+        elif mode == "span":  # the window, widened to span_share of the budget
+            cum = v.cum_tokens(c)
+            target = max(int(self.cfg.span_share * budget), cum[win[2]] - cum[win[1]])
+            unit = self._span(row, target)
+            size = unit[2] - unit[1]
+            yield [unit]
+        if win[2] - win[1] < size:
+            size = win[2] - win[1]
+            yield [win]
+        if size > 1:
+            yield [(c, pos, pos + 1)]
 
     # ------------------------------------------------------------------------------- building
     def build(self, ranked_rows: Sequence[int], budget: int) -> Context:
         v = self.view
         blocks: list[Block] = []
-        full_at: dict[int, int] = {}  # node row -> block index of its full block
-        partial_at: dict[int, int] = {}  # parent row -> block index of its partial block
-        under: dict[int, list[int]] = {}  # node row -> blocks lying inside that node
-        total = 0  # tokens of alive blocks, separators excluded
-        n_alive = 0
+        block_at: dict[int, int] = {}  # container row -> index in blocks
+        state = {"total": 0}  # tokens of all blocks, separators excluded
         n_units = 0
 
-        def cost(tokens_delta: int, alive_after: int) -> int:
-            return total + tokens_delta + self.sep_tokens * max(alive_after - 1, 0)
+        def cost(total: int, n_blocks: int) -> int:
+            return total + self.sep_tokens * max(n_blocks - 1, 0)
 
-        def covered(row: int) -> bool:
-            if row in full_at:
-                return True
-            return any(a in full_at for a in v.ancestors(row))
-
-        def register(idx: int, row: int, include_self: bool) -> None:
-            chain = ((row,) if include_self else ()) + v.ancestors(row)
-            for a in chain:
-                under.setdefault(a, []).append(idx)
-
-        def try_full(row: int) -> bool:
-            nonlocal total, n_alive
-            inside = [i for i in under.get(row, []) if blocks[i].alive]
-            block = Block(key=row, full=True)
-            block.tokens = self._tokens(block)
-            delta = block.tokens - sum(blocks[i].tokens for i in inside)
-            alive_after = n_alive + 1 - len(inside)
-            if cost(delta, alive_after) > budget:
+        def add(unit: Sequence[tuple[int, int, int]]) -> bool | None:
+            """Place a unit's new leaves; None when it has none, False when over budget."""
+            changes = []
+            total = state["total"]
+            n_blocks = len(blocks)
+            for c, lo, hi in unit:
+                idx = block_at.get(c)
+                block = blocks[idx] if idx is not None else Block(c)
+                plan = self._plan(block, lo, hi)
+                if plan is None:
+                    continue
+                total += plan[0] - block.tokens
+                n_blocks += idx is None
+                changes.append((c, idx, block, plan))
+            if not changes:
+                return None
+            if cost(total, n_blocks) > budget:
                 return False
-            if inside:
-                first = min(inside)
-                for i in inside:
-                    blocks[i].alive = False
-                    if not blocks[i].full:
-                        partial_at.pop(blocks[i].key, None)
-                    else:
-                        full_at.pop(blocks[i].key, None)
-                blocks[first] = block  # take the place of the earliest covered block
-                idx = first
-            else:
-                blocks.append(block)
-                idx = len(blocks) - 1
-            full_at[row] = idx
-            register(idx, row, include_self=False)
-            total += delta
-            n_alive = alive_after
+            for c, idx, block, plan in changes:
+                self._apply(block, plan)
+                if idx is None:
+                    block_at[c] = len(blocks)
+                    blocks.append(block)
+            state["total"] = total
             return True
-
-        def try_partial(parent: int, members: list[int]) -> bool:
-            nonlocal total, n_alive
-            idx = partial_at.get(parent)
-            if idx is not None:
-                old = blocks[idx]
-                merged = sorted(set(old.members) | set(members), key=lambda r: v.sib_pos[r])
-                if len(merged) == len(old.members):
-                    return True  # nothing new
-                block = Block(key=parent, full=False, members=merged)
-                block.tokens = self._tokens(block)
-                delta = block.tokens - old.tokens
-                if cost(delta, n_alive) > budget:
-                    return False
-                blocks[idx] = block
-                total += delta
-                return True
-            block = Block(key=parent, full=False, members=sorted(members, key=lambda r: v.sib_pos[r]))
-            block.tokens = self._tokens(block)
-            if cost(block.tokens, n_alive + 1) > budget:
-                return False
-            blocks.append(block)
-            idx = len(blocks) - 1
-            partial_at[parent] = idx
-            register(idx, parent, include_self=True)
-            total += block.tokens
-            n_alive += 1
-            return True
-
-        def window(row: int, parent: int, w: int) -> list[int]:
-            kids = v.children[parent]
-            pos = int(v.sib_pos[row])
-            return kids[max(pos - w, 0) : pos + w + 1].tolist()
 
         for row in ranked_rows:
             row = int(row)
-            if cost(self.min_unit, n_alive + 1) > budget:
+            if cost(state["total"] + self.min_unit, len(blocks) + 1) > budget:
                 break  # the budget is full
-            if covered(row):
-                continue
-            n_units += 1
-            parent = int(v.parent[row])
-            is_sentence = not v.has_children[row] and parent >= 0 and v.level[parent] > 0
-            if not is_sentence:
-                try_full(row)
-                continue
-            if covered(parent):
-                continue
-            mode = self.cfg.expand
-            if mode == "paragraph" and try_full(parent):
-                continue
-            if mode in ("paragraph", "window") and self.cfg.window > 0:
-                if try_partial(parent, window(row, parent, self.cfg.window)):
-                    continue
-            try_partial(parent, [row])
+            placed = None
+            for unit in self._candidates(row, budget):
+                placed = add(unit)
+                if placed is not False:
+                    break  # placed, or nothing new (already in the context)
+            if placed:
+                n_units += 1
 
-        alive = [b for b in blocks if b.alive]
-        rendered = [self.render(b) for b in alive]
-        context = self.cfg.separator.join(rendered)
+        rendered = [self.render(b) for b in blocks]
+        kept = list(blocks)
         if self.additive:
-            n_tokens = total + self.sep_tokens * max(len(alive) - 1, 0)
+            n_tokens = cost(state["total"], len(blocks))
         else:  # count exactly and drop trailing blocks while over budget
             sizes = [count_tokens(r) for r in rendered]
-            while alive and sum(sizes) + self.sep_tokens * (len(sizes) - 1) > budget:
-                alive.pop()
+            while kept and sum(sizes) + self.sep_tokens * (len(sizes) - 1) > budget:
+                kept.pop()
                 rendered.pop()
                 sizes.pop()
-            context = self.cfg.separator.join(rendered)
-            n_tokens = count_tokens(context)
+            n_tokens = count_tokens(self.cfg.separator.join(rendered))
+        context = self.cfg.separator.join(rendered)
         doc_ids: list[str] = []
         node_ids: list[str] = []
-        seen: set[str] = set()
-        for b in alive:
-            d = v.doc_id[b.key]
-            if d not in seen:
-                seen.add(d)
+        for b in kept:
+            d = v.doc_id[b.container]
+            if d not in doc_ids:
                 doc_ids.append(d)
-            if b.full:
-                node_ids.append(v.node_id[b.key])
+            node_ids.extend(self._node_ids(b))
+        return Context(context, doc_ids, node_ids, n_tokens, len(kept), n_units)
+
+    def _node_ids(self, block: Block) -> list[str]:
+        """The block's content as node ids: the section when it is whole, else whole paragraphs
+        by their id and the other sentences one by one, in document order."""
+        v = self.view
+        c = block.container
+        if len(block.pos) == v.n_leaves(c) and v.has_children[c]:
+            return [v.node_id[c]]
+        out = []
+        for g, members, whole in self._groups(block):
+            if whole:
+                out.append(v.node_id[g])
             else:
-                node_ids.extend(v.node_id[r] for r in b.members)
-        return Context(context, doc_ids, node_ids, n_tokens, len(alive), n_units)
+                out.extend(v.node_id[r] for r in members)
+        return out

@@ -61,12 +61,7 @@ class RetrieveConfig(RenderConfig):
             raise ValueError("bm25_weight must be >= 0 (0 turns BM25 off)")
         if self.max_context_tokens < 1:
             raise ValueError("max_context_tokens must be >= 1")
-        if self.window < 0:
-            raise ValueError("window must be >= 0")
-        if self.expand not in ("paragraph", "window", "none"):
-            raise ValueError(f"expand={self.expand!r}: use paragraph, window or none")
-        if self.heading not in ("none", "paragraphs", "all"):
-            raise ValueError(f"heading={self.heading!r}: use none, paragraphs or all")
+        RenderConfig.validate(self)
 
     def render(self) -> RenderConfig:
         return RenderConfig(**{f.name: getattr(self, f.name) for f in fields(RenderConfig)})
@@ -242,7 +237,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
 
 STAGE = Stage(
     name="retrieve",
-    version="1",
+    version="2",  # 2: section blocks and span expansion (kohaku.retrieval.context)
     inputs=("plan", "tree", "embed", "index"),
     config_keys=("retrieve", "embed"),
     compute=compute,
