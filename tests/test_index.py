@@ -145,3 +145,20 @@ def test_index_stage_compute(tmp_path: Path):
     assert index_stage.compute(ctx) == {}
     assert read_meta(tmp_path / "out")["counts"] == {"3": 18, "2": 6}
     assert ctx.summary["bm25"] is False and ctx.summary["dim"] == 16
+
+
+def test_bm25_search_ranks_matching_documents_only_with_ties_in_document_order():
+    from kohaku.retrieval.search import build_bm25
+
+    texts = ["carbon emissions of training", "water use of data centers", "carbon carbon carbon",
+             "GPU hours", "water use of data centers", "unrelated words here"]
+    searcher = build_bm25(texts, np.arange(100, 106), IndexConfig(levels=[3]))
+    rows, scores = searcher.search(["carbon", "water use", "zebra"], k=3)
+    # query 0: only the two carbon texts match; the third slot stays empty (-1, score 0)
+    assert rows[0].tolist() == [102, 100, -1] and scores[0, 0] > scores[0, 1] > 0 == scores[0, 2]
+    # query 1: two identical texts tie: document order breaks the tie
+    assert rows[1, :2].tolist() == [101, 104] and scores[1, 0] == scores[1, 1] > 0
+    assert rows[2].tolist() == [-1, -1, -1]
+    # k larger than the number of matches, and k cut to the corpus size
+    rows, _ = searcher.search(["carbon"], k=50)
+    assert rows.shape == (1, 6) and rows[0, :2].tolist() == [102, 100]

@@ -173,13 +173,16 @@ class Bm25Searcher:
             return rows, scores
         ids = self.tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids",
                                       show_progress=False)
-        # bm25s drops OOV ids; a query with no known token gets score 0 everywhere
-        docs, sc = self.retriever.retrieve(ids, k=k, show_progress=False)
-        docs = np.asarray(docs, np.int64)
-        sc = np.asarray(sc, np.float32)
-        ok = sc > 0
-        rows[ok] = self.rows[docs[ok]]
-        scores[ok] = sc[ok]
+        # Top-k over the documents that match at all: bm25s' own retrieve partitions the full
+        # score vector, mostly zeros, which is ~8x slower; ties break by document order.
+        for i, query in enumerate(ids):
+            sc = np.asarray(self.retriever.get_scores(query), np.float32)
+            hit = np.flatnonzero(sc > 0)
+            if len(hit) > k:
+                hit = hit[np.argpartition(sc[hit], -k)[-k:]]
+            hit = hit[np.lexsort((hit, -sc[hit]))]
+            rows[i, :len(hit)] = self.rows[hit]
+            scores[i, :len(hit)] = sc[hit]
         return rows, scores
 
 
