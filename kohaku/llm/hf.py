@@ -103,6 +103,8 @@ class HFBackend:
         self._grammars: dict[str, Any] = {}
         self._eos_ids: list[int] = []
         self._closing = None
+        self._loop_ok: bool | None = None    # transformers has the static kv cache (decoder=auto)
+        self._cache_kw: str | None = None    # forward()'s keyword for the kv cache
         self.load_seconds = 0.0
         import torch
 
@@ -339,31 +341,34 @@ class HFBackend:
         """The kv-cache decode loop needs transformers >= 5 (``StaticCache(config=...)``)."""
         if self.cfg.decoder != "auto":
             return self.cfg.decoder == "loop"
-        if not hasattr(self, "_loop_ok"):
+        if self._loop_ok is None:
+            import inspect
+
             try:
-                import inspect
-
                 from transformers import StaticCache
-
-                params = inspect.signature(StaticCache.__init__).parameters
-                self._loop_ok = "config" in params and "max_cache_len" in params and (
-                    "cache" in inspect.signature(self.model.forward).parameters
-                    or "past_key_values" in inspect.signature(self.model.forward).parameters)
             except ImportError:  # pragma: no cover - very old transformers
                 self._loop_ok = False
+            else:
+                params = inspect.signature(StaticCache.__init__).parameters
+                self._loop_ok = ("config" in params and "max_cache_len" in params
+                                 and self._cache_keyword() is not None)
             if not self._loop_ok:  # pragma: no cover - depends on the installed transformers
                 log.info("transformers lacks the static kv-cache API: decoding with generate()")
         return self._loop_ok
 
-    def _forward(self, cache, **kwargs):
-        """One model forward with ``cache`` (the keyword is ``cache`` in transformers >= 5.2x,
-        ``past_key_values`` before); returns (logits, cache)."""
-        import inspect
+    def _cache_keyword(self) -> str | None:
+        """The model forward's keyword for the kv cache: ``cache`` in transformers >= 5.2x,
+        ``past_key_values`` before; None if it takes neither."""
+        if self._cache_kw is None:
+            import inspect
 
-        if not hasattr(self, "_cache_kw"):
             params = inspect.signature(self.model.forward).parameters
-            self._cache_kw = "cache" if "cache" in params else "past_key_values"
-        out = self.model(**{self._cache_kw: cache}, use_cache=True, **kwargs)
+            self._cache_kw = next((k for k in ("cache", "past_key_values") if k in params), "")
+        return self._cache_kw or None
+
+    def _forward(self, cache, **kwargs):
+        """One model forward with ``cache``; returns (logits, cache)."""
+        out = self.model(**{self._cache_keyword(): cache}, use_cache=True, **kwargs)
         got = getattr(out, "cache", None)
         return out.logits, got if got is not None else getattr(out, "past_key_values", cache)
 
