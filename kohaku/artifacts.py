@@ -23,7 +23,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,22 @@ MANIFEST = "manifest.json"
 
 def stable_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def atomic_write(target: str | os.PathLike, write: Callable[[Path], object]) -> Path:
+    """Write ``target`` through ``write(tmp)`` into a temporary file beside it, then rename it
+    into place: readers see the old file or the new one, never half of one. The temporary name
+    is unique (hidden, pid + random), so concurrent writers of one file never share it; it is
+    removed if writing fails."""
+    target = Path(target)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence
@@ -40,6 +39,7 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
+from kohaku.artifacts import atomic_write
 from kohaku.config import ConfigError, build
 from kohaku.devices import cpu_has_native_bf16
 
@@ -414,7 +414,7 @@ class EncodingCache:
         df = pl.DataFrame(
             {"sha1": list(sha1s), "vector": np.ascontiguousarray(vectors, dtype=np.float32)}
         )
-        _atomic_parquet(df, target)
+        atomic_write(target, df.write_parquet)
         if len(self.parts()) > self.compact_above:
             self.compact()
         return target
@@ -432,21 +432,10 @@ class EncodingCache:
                 continue
         df = pl.concat(frames).unique("sha1", keep="first", maintain_order=True)
         name = hashlib.sha1("".join(p.name for p in parts).encode()).hexdigest()[:20]
-        _atomic_parquet(df, self.dir / f"part-{name}.parquet")
+        atomic_write(self.dir / f"part-{name}.parquet", df.write_parquet)
         for part in parts:
             if part.name != f"part-{name}.parquet":
                 part.unlink(missing_ok=True)
-
-
-def _atomic_parquet(df: pl.DataFrame, target: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=target.parent)
-    os.close(fd)
-    try:
-        df.write_parquet(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @dataclass

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import platform
 import shutil
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from kohaku.artifacts import (
     ArtifactStore,
     CorruptArtifact,
     artifact_key,
+    atomic_write,
     fingerprint_files,
 )
 from kohaku.config import ConfigError, select
@@ -195,13 +194,8 @@ def _versions() -> dict[str, str]:
 def _write_json(path: Path, data: Any) -> None:
     """Write ``data`` atomically; the temporary name is unique, so concurrent writers of one
     file (two runs sharing a cache write ``last.json``) never trample each other."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.part")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    text = json.dumps(data, indent=2, sort_keys=False, default=str)
+    atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def problem_lines(records: dict[str, "StageRecord"]) -> list[tuple[str, list[str]]]:

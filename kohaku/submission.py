@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 import polars as pl
 
+from kohaku.artifacts import atomic_write
 from kohaku.values import BLANK, is_blank_value
 
 SUBMISSION_COLUMNS: tuple[str, ...] = (
@@ -186,10 +187,7 @@ def write_submission(df: pl.DataFrame, path: str | Path) -> Path:
         raise SubmissionError(f"{path}: refusing to write an invalid submission: " + "; ".join(problems[:5]))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    df.select(SUBMISSION_COLUMNS).write_csv(tmp)
-    tmp.replace(path)
-    return path
+    return atomic_write(path, df.select(SUBMISSION_COLUMNS).write_csv)
 
 
 def validate_submission(df: pl.DataFrame, where: str = "submission") -> list[str]:

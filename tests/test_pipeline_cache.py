@@ -222,3 +222,21 @@ def test_key_depends_on_every_part():
     assert base != artifact_key("s", "1", {"a": 2}, {"up": "k"}, {"f": "h"})
     assert base != artifact_key("s", "1", {"a": 1}, {"up": "k2"}, {"f": "h"})
     assert base != artifact_key("s", "1", {"a": 1}, {"up": "k"}, {"f": "h2"})
+
+
+def test_atomic_write_replaces_whole_files_and_cleans_up_on_failure(tmp_path):
+    from kohaku.artifacts import atomic_write
+
+    target = tmp_path / "a.json"
+    assert atomic_write(target, lambda tmp: tmp.write_text("old")) == target
+    atomic_write(target, lambda tmp: tmp.write_text("new"))
+    assert target.read_text() == "new"
+
+    def half_then_fail(tmp):
+        tmp.write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, half_then_fail)
+    assert target.read_text() == "new"                       # the old file is untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # no temporary left behind

@@ -29,6 +29,7 @@ from typing import Any
 
 import polars as pl
 
+from kohaku.artifacts import atomic_write
 from kohaku.llm.base import Backend, BackendError, ChatRequest, Completion, Counters, short_hash
 
 log = logging.getLogger(__name__)
@@ -95,9 +96,7 @@ class GenerationCache:
         self.dir.mkdir(parents=True, exist_ok=True)
         ident = self.dir / "identity.json"
         if not ident.exists():
-            tmp = ident.with_name(f".identity.{uuid.uuid4().hex}.tmp")
-            tmp.write_text(json.dumps({"identity": identity}, indent=1))
-            os.replace(tmp, ident)
+            atomic_write(ident, lambda tmp: tmp.write_text(json.dumps({"identity": identity}, indent=1)))
         self._rows: dict[str, dict[str, Any]] = {}
         self._load()
 
@@ -135,10 +134,7 @@ class GenerationCache:
     def _write(self, rows: list[dict[str, Any]]) -> Path:
         df = pl.DataFrame(rows, schema=SCHEMA)
         name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        tmp = self.dir / f".{name}.tmp"
-        df.write_parquet(tmp)
-        os.replace(tmp, self.dir / name)
-        return self.dir / name
+        return atomic_write(self.dir / name, df.write_parquet)
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         """Store new rows (one part file, written atomically)."""

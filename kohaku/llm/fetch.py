@@ -23,7 +23,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kohaku.artifacts import sha256_file
+from kohaku.artifacts import atomic_write, sha256_file
 from kohaku.llm.base import BackendError
 
 log = logging.getLogger(__name__)
@@ -78,9 +78,8 @@ def _verified(path: Path, digest: str) -> bool:
     actual = sha256_file(path)
     if actual != digest:
         return False
-    tmp = stamp.with_name(stamp.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
-    os.replace(tmp, stamp)
+    text = json.dumps({"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    atomic_write(stamp, lambda tmp: tmp.write_text(text))
     return True
 
 
