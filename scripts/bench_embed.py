@@ -38,6 +38,8 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kohaku.report.tables import print_and_save  # noqa: E402
+
 
 def leaf_texts(data: Path) -> list[str]:
     from kohaku.config import build
@@ -168,12 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         pl.col("min_cos").round(5),
         pl.col("top10_overlap").round(4),
     )
-    pl.Config.set_tbl_width_chars(200)
-    pl.Config.set_tbl_cols(20)
-    print(table)
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    table.write_csv(args.csv)
-    print(f"written {args.csv}")
+    print_and_save(table, args.csv)
     return 0
 
 

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from kohaku.retrieval.search import ExactSearcher, HnswSearcher, IndexConfig, build_hnsw  # noqa: E402
+from kohaku.report.tables import print_and_save  # noqa: E402
 
 
 def measure(name: str, data: np.ndarray, queries: np.ndarray, cfg: IndexConfig, efs: list[int],
@@ -121,12 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.efs)
         del data
     table = pl.DataFrame(rows)
-    pl.Config.set_tbl_width_chars(220)
-    pl.Config.set_tbl_cols(20)
-    print(table)
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    table.write_csv(args.csv)
-    print(f"written {args.csv}")
+    print_and_save(table, args.csv, width=220)
     return 0
 
 

@@ -42,6 +42,8 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kohaku.report.tables import print_and_save  # noqa: E402
+
 log = logging.getLogger("eval_retrieval")
 
 _WS = re.compile(r"\s+")
@@ -333,10 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         args.out = args.out or str(REPO / "outputs" / "eval_retrieval")
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        table = compare(args)
-        table.write_csv(Path(args.out) / "compare.csv")
-        print(table)
-        print(f"written {Path(args.out) / 'compare.csv'}")
+        print_and_save(compare(args), Path(args.out) / "compare.csv")
         return 0
 
     if not args.path or not args.solutions_csv:

@@ -122,3 +122,16 @@ def test_single_key_and_no_runs(tmp_path: Path) -> None:
     assert numeric["mean"].to_list() == pytest.approx([0.62, 0.64, 0.68])
     assert all(s is None or math.isnan(s) for s in numeric["std"].to_list())  # one run per cell
     assert "score_vs_retrieve.top_k" in paths
+
+
+def test_print_and_save_prints_every_row_and_writes_the_csv(tmp_path, capsys):
+    import polars as pl
+
+    from kohaku.report.tables import print_and_save
+
+    table = pl.DataFrame({"variant": [f"v{i}" for i in range(30)], "recall": [i / 30 for i in range(30)]})
+    out = print_and_save(table, tmp_path / "sub" / "t.csv")
+    printed = capsys.readouterr().out
+    assert "v29" in printed and "…" not in printed          # all 30 rows, none elided
+    assert printed.rstrip().endswith(f"written {out}")
+    assert pl.read_csv(out).equals(table)

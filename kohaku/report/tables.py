@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -10,6 +11,18 @@ import polars as pl
 from kohaku.report.runs import INFER_FIELDS, SCORE_FIELDS
 
 SEED_KEY = "seed"
+
+
+def print_and_save(table: pl.DataFrame, path: str | Path, width: int = 200) -> Path:
+    """Print a benchmark/evaluation table in full (up to 100 rows, 20 columns, ``width``
+    characters) and write it as CSV to ``path`` (folders created); returns the path."""
+    path = Path(path)
+    with pl.Config(tbl_rows=100, tbl_cols=20, tbl_width_chars=width):
+        print(table)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.write_csv(path)
+    print(f"written {path}")
+    return path
 
 
 def leaderboard(runs: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
