@@ -3,62 +3,35 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from helpers_http import LocalServer
 
 from kohaku.llm import BackendError, ChatRequest, load_backend
 from kohaku.llm.openai_backend import parse_retry_after
 
 
-class _Server:
+class _Server(LocalServer):
+    """Fails the first requests with the statuses in ``fail_first``, then answers ``n`` choices
+    whose answer_value is ``v<seed>``; every request body is kept in ``bodies``."""
+
     def __init__(self, fail_first: list[int]):
         self.fail_first = list(fail_first)
         self.bodies: list[dict] = []
-        self.lock = threading.Lock()
-        outer = self
+        super().__init__(self._respond)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output clean
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with outer.lock:
-                    outer.bodies.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-                    status = outer.fail_first.pop(0) if outer.fail_first else 200
-                if status != 200:
-                    payload = json.dumps({"error": {"message": f"status {status}"}}).encode()
-                    self.send_response(status)
-                    if status == 429:
-                        self.send_header("Retry-After", "0.05")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    return
-                content = json.dumps({"answer_value": f"v{body['seed']}", "ref_id": []})
-                choices = [{"index": i, "message": {"role": "assistant", "content": content},
-                            "finish_reason": "stop"} for i in range(body.get("n", 1))]
-                payload = json.dumps({"choices": choices, "usage": {
-                    "prompt_tokens": 11, "completion_tokens": 5 * len(choices)}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _respond(self, path: str, headers: dict, body: dict) -> tuple[int, bytes, dict]:
+        self.bodies.append({"path": path, "auth": headers.get("Authorization"), **body})
+        status = self.fail_first.pop(0) if self.fail_first else 200
+        if status != 200:
+            payload = json.dumps({"error": {"message": f"status {status}"}}).encode()
+            return status, payload, {"Retry-After": "0.05"} if status == 429 else {}
+        content = json.dumps({"answer_value": f"v{body['seed']}", "ref_id": []})
+        choices = [{"index": i, "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop"} for i in range(body.get("n", 1))]
+        payload = json.dumps({"choices": choices, "usage": {
+            "prompt_tokens": 11, "completion_tokens": 5 * len(choices)}}).encode()
+        return 200, payload, {}
 
 
 def _cfg(url_env: str, **over) -> dict:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import polars as pl
@@ -17,6 +15,7 @@ import pytest
 
 from conftest import REPO
 from faultkit import generation_parts, question_of, run_inprocess, run_json, scripted, table
+from helpers_http import LocalServer
 from kohaku.llm.base import ChatRequest
 from kohaku.llm.fake import FakeBackend, default_responder
 from kohaku.pipeline import StageError
@@ -174,50 +173,22 @@ def test_backend_exception_fails_the_run_and_a_rerun_resumes_from_the_cached_sam
 # ------------------------------------------------------------------ HTTP backend: retries
 
 
-class _Server:
+class _Server(LocalServer):
     """An OpenAI-compatible server on 127.0.0.1 answering like the fake backend; the first
     ``fail`` requests get ``status``."""
 
     def __init__(self, fail: int, status: int = 503):
         self.fail, self.status, self.seen = fail, status, 0
-        lock = threading.Lock()
-        outer = self
+        super().__init__(self._respond)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with lock:
-                    outer.seen += 1
-                    failing = outer.seen <= outer.fail
-                if failing:
-                    payload, code = b'{"error": {"message": "overloaded"}}', outer.status
-                else:
-                    schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
-                    req = ChatRequest(messages=body["messages"], json_schema=schema)
-                    text = default_responder(req, body["seed"])
-                    payload, code = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
-                                                             "message": {"content": text}}]}).encode(), 200
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                       daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _respond(self, path: str, headers: dict, body: dict) -> tuple[int, bytes, dict]:
+        self.seen += 1
+        if self.seen <= self.fail:
+            return self.status, b'{"error": {"message": "overloaded"}}', {}
+        schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
+        text = default_responder(ChatRequest(messages=body["messages"], json_schema=schema), body["seed"])
+        return 200, json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
+                                             "message": {"content": text}}]}).encode(), {}
 
 
 HTTP = ["llm=openai", "llm.model=local-model", "llm.backoff_base=0.01", "llm.max_concurrency=2"]
