@@ -427,6 +427,7 @@ class HFBackend:
             gen: list[list[int]] = [[] for _ in brows]
             finished = [False] * n_rows
             alive = list(range(n_rows))    # rows still in the kv cache (finished ones drop out)
+            rows_idx = torch.arange(n_rows, device=dev)
             full = logits                  # the sampler always sees every row of the batch
             last = None
             for step in range(max_new):
@@ -448,7 +449,7 @@ class HFBackend:
                         layer.values = layer.values.index_select(0, idx)
                     mask, pos = mask.index_select(0, idx), pos.index_select(0, idx)
                     alive = [alive[i] for i in running]
-                rows_idx = torch.tensor(alive, dtype=torch.long, device=dev)
+                    rows_idx = torch.tensor(alive, dtype=torch.long, device=dev)
                 mask[:, 0, 0, width + step] = True
                 out_logits, static = self._forward(
                     static, input_ids=last.index_select(0, rows_idx), attention_mask=mask,
