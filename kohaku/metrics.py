@@ -48,6 +48,8 @@ from typing import Any
 
 import polars as pl
 
+from kohaku.config import ConfigError
+from kohaku.corpus import SOLUTION_COLUMNS
 from kohaku.submission import SubmissionError, check_ids, read_csv_str, require_columns
 from kohaku.values import canonical, format_number, is_blank_value, render
 
@@ -57,7 +59,6 @@ VARIANTS = ("wattbot", "wattbot-recall")
 WEIGHTS = {"value": 0.75, "ref": 0.15, "na": 0.10}
 EVIDENCE_FLAGS = ("Quote", "Table", "Figure", "Math", "is_NA")
 TOL = 1e-3
-SOLUTION_COLUMNS = ("id", "answer_value", "ref_id")
 SUBMISSION_REQUIRED = ("id", "answer_value", "ref_id", "explanation")
 
 
@@ -409,3 +410,25 @@ def score_files(
     except SubmissionError as exc:
         raise MetricError(str(exc)) from exc
     return score_frames(sol, sub, variant, names=(str(solutions), str(submission)), subset=subset)
+
+
+@dataclass
+class ScoreConfig:
+    """The ``score`` config group."""
+
+    variant: str = "wattbot"  # wattbot (competition file) | wattbot-recall (UI fork scorer)
+    subset: bool = False  # score only questions present in the submission (question subsets)
+
+    def validate(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ConfigError(f"score.variant='{self.variant}'; use one of {', '.join(VARIANTS)}")
+
+
+# The scores table when there is nothing to score (corpus.solutions=null).
+EMPTY_SCORES = {
+    "qid": pl.String,
+    "value_ok": pl.Boolean,
+    "ref_score": pl.Float64,
+    "na_ok": pl.Boolean,
+    "unit_ok": pl.Boolean,
+}

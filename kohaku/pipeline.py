@@ -1,17 +1,22 @@
 """Run the stage graph with the artifact cache.
 
-``run_pipeline(cfg, run_dir)`` computes (or reuses) every stage the targets need, in pipeline
-order, and writes ``run_dir/run.json`` after each stage, so even a crashed run leaves a record.
+``run_pipeline(cfg, run_dir)`` computes (or reuses) every stage the targets need, in an order
+derived from the stages' declared inputs (a topological sort; ties keep the registry order), and
+writes ``run_dir/run.json`` after each stage, so even a crashed run leaves a record. The runner
+knows no stage by name: each ``Stage`` declares its inputs, config, problem counters and the
+files to copy into the run dir.
 
-A stage that stops on bad input or a bad setting (:func:`user_errors`: a config key, a corpus
-or CSV file, a model backend) fails the run with a :class:`StageError` whose message names the
-stage and keeps the original message (file, row or key, and what to do); ``scripts/run.py``
-prints it without a traceback. run.json records the failed stage and the error either way. Problems a run survives (unreadable documents, invalid model
+A stage that stops on bad input or a bad setting (any :class:`kohaku.errors.KohakuError`: a
+config key, a corpus or CSV file, a model backend) fails the run with a :class:`StageError`
+whose message names the stage and keeps the original message (file, row or key, and what to
+do); ``scripts/run.py`` prints it without a traceback. run.json records the failed stage and the error either way. Problems a run survives (unreadable documents, invalid model
 outputs, dropped references, ...) are listed at the end of the run log and in run.json.
 """
 
 from __future__ import annotations
 
+import graphlib
+import heapq
 import json
 import logging
 import platform
@@ -34,10 +39,10 @@ from kohaku.artifacts import (
     atomic_write,
     fingerprint_files,
 )
-from kohaku.config import ConfigError, select
-from kohaku.corpus import CorpusError
+from kohaku.config import ConfigError
+from kohaku.errors import KohakuError
 from kohaku.services import Services
-from kohaku.stage import Stage, StageContext
+from kohaku.stage import Stage, StageContext, select
 from kohaku.stages import STAGE_MODULES, get_stage
 
 log = logging.getLogger("kohaku.pipeline")
@@ -51,37 +56,6 @@ class StageError(ConfigError):
         self.stage = stage
         self.error = error
         super().__init__(f"stage '{stage}': {error}")
-
-
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions whose message is meant for the user (they name a file, row or key)."""
-    from kohaku.llm.base import BackendError
-    from kohaku.submission import SubmissionError
-
-    return (ConfigError, CorpusError, SubmissionError, BackendError)
-
-
-# Counters in stage summaries that mean "something went wrong but the run went on", with the
-# words used for them in the end-of-run problem lines. A stage may also report its own
-# ``problems = {"what": "documents", "count": N, "items": ["id: reason", ...]}``.
-SUMMARY_EVENTS: dict[str, dict[str, str]] = {
-    "infer": {
-        "invalid": "outputs that were not a JSON answer",
-        "empty": "empty outputs",
-        "truncated": "outputs cut at infer.max_tokens",
-        "dropped_refs": "cited ids not in the context (dropped)",
-        "trimmed": "contexts trimmed to fit the model",
-        "backend_retries": "backend retries",
-        "blank_questions": "questions blank after every retry",
-    },
-    "score": {
-        "n_missing": "questions missing from the submission",
-        "n_malformed_refs": "malformed ref lists",
-    },
-}
-
-# Small files copied from artifacts into the run dir, for people and the leaderboard.
-RUN_DIR_COPIES = {"vote": ["submission.csv"], "score": ["scores.json"]}
 
 
 @dataclass
@@ -123,30 +97,41 @@ class Registry:
 
 
 def plan_stages(targets: list[str], registry: Registry | None = None) -> list[Stage]:
-    """Targets plus everything upstream of them, in pipeline order."""
+    """Targets plus everything upstream of them, ordered from the declared inputs (a stage
+    after all its inputs; of the stages ready to run, the earliest registered first). A cycle or an input
+    that no stage produces is a ConfigError naming the stages."""
     registry = registry or Registry()
-    needed: set[str] = set()
+    needed: dict[str, Stage] = {}
 
-    def visit(name: str) -> None:
+    def visit(name: str, wanted_by: str | None) -> None:
         if name in needed:
             return
         if name not in registry.names:
-            raise ConfigError(f"stages: unknown stage '{name}'; stages are: {', '.join(registry.names)}")
-        needed.add(name)
-        for dep in registry.get(name).inputs:
-            visit(dep)
+            if wanted_by is None:
+                raise ConfigError(f"stages: unknown stage '{name}'; stages are: {', '.join(registry.names)}")
+            raise ConfigError(f"stage '{wanted_by}' reads '{name}', but no stage produces it; "
+                              f"stages are: {', '.join(registry.names)}")
+        needed[name] = stage = registry.get(name)
+        for dep in stage.inputs:
+            visit(dep, name)
 
     for target in targets:
-        visit(target)
-    return [registry.get(name) for name in registry.names if name in needed]
-
-
-def config_slice(cfg: DictConfig, stage: Stage) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in stage.config_keys:
-        node = select(cfg, key)
-        out[key] = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-    return out
+        visit(target, None)
+    position = {name: i for i, name in enumerate(registry.names)}
+    sorter = graphlib.TopologicalSorter({name: set(s.inputs) for name, s in needed.items()})
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as exc:
+        raise ConfigError(f"stages: the declared inputs form a cycle: {' -> '.join(exc.args[1])}") from exc
+    order: list[Stage] = []
+    ready: list[tuple[int, str]] = []
+    while sorter.is_active():
+        for name in sorter.get_ready():
+            heapq.heappush(ready, (position[name], name))
+        _, name = heapq.heappop(ready)  # one at a time: the earliest registered ready stage
+        order.append(needed[name])
+        sorter.done(name)
+    return order
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -198,9 +183,13 @@ def _write_json(path: Path, data: Any) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
-def problem_lines(records: dict[str, "StageRecord"]) -> list[tuple[str, list[str]]]:
+def problem_lines(records: dict[str, "StageRecord"],
+                  events: dict[str, Any] | None = None) -> list[tuple[str, list[str]]]:
     """(headline, items) per stage that survived problems, e.g.
-    ``("parse: 2 documents with problems", ["zero (pdfs/zero.pdf) error: empty file ..."])``."""
+    ``("parse: 2 documents with problems", ["zero (pdfs/zero.pdf) error: empty file ..."])``.
+    A stage reports ``problems = {"what": ..., "count": N, "items": [...]}`` in its summary;
+    ``events`` maps a stage name to its declared ``summary_events`` (counter -> words)."""
+    declared = events or {}
     lines: list[tuple[str, list[str]]] = []
     for name, rec in records.items():
         summary = rec.summary or {}
@@ -211,7 +200,7 @@ def problem_lines(records: dict[str, "StageRecord"]) -> list[tuple[str, list[str
                           items))
         events = [
             f"{summary[key]} {label}"
-            for key, label in SUMMARY_EVENTS.get(name, {}).items()
+            for key, label in declared.get(name, {}).items()
             if isinstance(summary.get(key), (int, float)) and summary.get(key)
         ]
         if events:
@@ -253,7 +242,7 @@ class Runner:
                 self.current = stage.name
                 try:
                     self._run_stage(stage)
-                except user_errors() as exc:
+                except KohakuError as exc:
                     if isinstance(exc, StageError):
                         raise
                     raise StageError(stage.name, exc) from exc
@@ -273,7 +262,7 @@ class Runner:
         return RunResult(self.run_dir, self.records, total)
 
     def _run_stage(self, stage: Stage) -> None:
-        slice_ = config_slice(self.cfg, stage)
+        slice_ = stage.config_slice(self.cfg)
         inputs = {name: self.artifacts[name].key for name in stage.inputs}
         files = fingerprint_files(stage.file_inputs(self.cfg)) if stage.file_inputs else {}
         key = artifact_key(stage.name, stage.version, slice_, inputs, files)
@@ -316,7 +305,7 @@ class Runner:
                 log.info("%-9s computed   %s in %.2fs", stage.name, key, seconds)
         last_file.parent.mkdir(parents=True, exist_ok=True)
         _write_json(last_file, {**identity, "key": key})
-        for name in RUN_DIR_COPIES.get(stage.name, []):
+        for name in stage.run_dir_files:
             source = artifact.path / name
             if source.is_file():
                 shutil.copyfile(source, self.run_dir / name)
@@ -374,7 +363,7 @@ class Runner:
             "overrides": overrides,
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "stages": {name: rec.__dict__ for name, rec in self.records.items()},
-            "problems": [headline for headline, _ in problem_lines(self.records)],
+            "problems": [headline for headline, _ in problem_lines(self.records, self._events())],
             "seconds": round(seconds, 3),
             "status": status,
             "error": error,
@@ -382,13 +371,16 @@ class Runner:
         }
         _write_json(self.run_dir / "run.json", data)
 
+    def _events(self) -> dict[str, Any]:
+        return {name: dict(self.registry.get(name).summary_events) for name in self.records}
+
     def _log_table(self, total: float) -> None:
         lines = [f"{'stage':<10}{'cache':<7}{'seconds':>9}  key"]
         for name, rec in self.records.items():
             lines.append(f"{name:<10}{'hit' if rec.cache_hit else 'miss':<7}{rec.seconds:>9.2f}  {rec.key}")
         lines.append(f"{'total':<17}{total:>9.2f}  run dir: {self.run_dir}")
         log.info("run summary\n%s", "\n".join(lines))
-        for headline, items in problem_lines(self.records):
+        for headline, items in problem_lines(self.records, self._events()):
             shown = items[:20] + ([f"... {len(items) - 20} more"] if len(items) > 20 else [])
             log.warning("%s", "\n    ".join([headline + (":" if shown else "")] + shown))
 
@@ -403,3 +395,41 @@ def run_pipeline(
     if not targets:
         raise ConfigError("stages=[] names no stage to run; e.g. stages=[parse,tree]")
     return Runner(cfg, run_dir, services, registry).run(targets)
+
+
+def register_config_schemas(registry: Registry | None = None) -> None:
+    """Register each config group's dataclass as the Hydra schema ``<group>/<group>_schema``.
+
+    The dataclasses are the single source of every key and default: a group's YAML options list
+    ``<group>_schema`` in their defaults and set only what they change, so
+    ``retrieve.top_k=8`` works on the command line, ``--cfg job`` shows every value, and a
+    wrongly typed value fails at composition with the key's name. Call it before Hydra composes
+    (scripts/run.py does; so do the tests).
+    """
+    from hydra.core.config_store import ConfigStore
+
+    registry = registry or Registry()
+    store = ConfigStore.instance()
+    for name in registry.names:
+        for key, cls in registry.get(name).configs.items():
+            if "." not in key:
+                store.store(group=key, name=f"{key}_schema", node=cls)
+
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def compose_config(overrides: list[str] | tuple[str, ...] = (), conf_dir: Path | None = None) -> DictConfig:
+    """The run config as scripts/run.py composes it (schemas registered), for scripts and
+    tests that need it outside a Hydra app."""
+    from hydra import compose, initialize_config_dir
+
+    register_config_schemas()
+    with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir or CONF_DIR), job_name="kohaku"):
+        return compose("config", overrides=list(overrides))
+
+
+def option_values(group: str, option: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The resolved values of ``group=option`` (schema defaults + the option file), as a dict."""
+    cfg = compose_config([f"{group}={option}", *overrides])
+    return OmegaConf.to_container(cfg[group], resolve=True)  # type: ignore[return-value]

@@ -1,4 +1,4 @@
-"""Prompt templates: placeholder checks, rendering, and fitting a context into a token budget.
+"""Prompt templates: placeholder checks, rendering, and fitting a context's blocks into a token budget.
 
 Templates live in the config (conf/infer/default.yaml, conf/planner/llm.yaml) as plain
 ``str.format`` strings (no Jinja): ``{context}``, ``{question}``, ``{answer_unit}``, ``{qid}`` for
@@ -8,11 +8,10 @@ answers, ``{question}``, ``{n_extra}`` for the planner. Literal braces are writt
 from __future__ import annotations
 
 import string
-from typing import Callable
+from typing import Callable, Sequence
 
 from kohaku.config import ConfigError
 
-SNIPPET_SEP = "\n---\n"
 ANSWER_FIELDS = ("context", "question", "answer_unit", "qid")
 PLANNER_FIELDS = ("question", "n_extra")
 
@@ -39,30 +38,32 @@ def render(template: str, **values: object) -> str:
     return template.format(**values)
 
 
-def trim_context(context: str, budget: int, count: Callable[[str], int]) -> tuple[str, int, bool]:
-    """Fit ``context`` into ``budget`` tokens.
+def trim_blocks(blocks: Sequence[str], separator: str, budget: int,
+                count: Callable[[str], int]) -> tuple[str, int, int, bool]:
+    """Fit the context ``separator.join(blocks)`` (blocks in rank order) into ``budget`` tokens.
 
-    The context is snippets joined by ``\\n---\\n`` in rank order; the lowest-ranked snippets are
-    dropped first. If the top snippet alone is still too long, its text is cut at the end.
-    Returns (text, snippets dropped, whether the last kept snippet was cut).
+    The lowest-ranked blocks are dropped first; if the top block alone is still too long, its
+    text is cut at the end. Returns (text, blocks kept, blocks dropped, whether the last kept
+    block was cut).
     """
+    blocks = list(blocks)
+    context = separator.join(blocks)
     if budget <= 0:
-        return "", len(context.split(SNIPPET_SEP)) if context else 0, bool(context)
+        return "", 0, len(blocks), bool(context)
     if count(context) <= budget:
-        return context, 0, False
-    blocks = context.split(SNIPPET_SEP)
+        return context, len(blocks), 0, False
     sizes = [count(b) for b in blocks]
-    sep = count(SNIPPET_SEP)
+    sep = count(separator)
     keep = len(blocks)
-    # estimate with per-snippet counts, then confirm with the real count
+    # estimate with per-block counts, then confirm with the real count
     while keep > 1 and sum(sizes[:keep]) + sep * (keep - 1) > budget:
         keep -= 1
-    while keep > 1 and count(SNIPPET_SEP.join(blocks[:keep])) > budget:
+    while keep > 1 and count(separator.join(blocks[:keep])) > budget:
         keep -= 1
-    text = SNIPPET_SEP.join(blocks[:keep])
+    text = separator.join(blocks[:keep])
     dropped = len(blocks) - keep
     if count(text) <= budget:
-        return text, dropped, False
+        return text, keep, dropped, False
     lo, hi = 0, len(text)
     while lo < hi:  # longest prefix that fits
         mid = (lo + hi + 1) // 2
@@ -70,4 +71,4 @@ def trim_context(context: str, budget: int, count: Callable[[str], int]) -> tupl
             lo = mid
         else:
             hi = mid - 1
-    return text[:lo], dropped, True
+    return text[:lo], keep, dropped, True

@@ -15,7 +15,9 @@ from typing import Iterable, Sequence
 
 import polars as pl
 
+from kohaku import csvfile
 from kohaku.artifacts import atomic_write
+from kohaku.errors import KohakuError
 from kohaku.values import BLANK, is_blank_value
 
 SUBMISSION_COLUMNS: tuple[str, ...] = (
@@ -32,52 +34,23 @@ SUBMISSION_COLUMNS: tuple[str, ...] = (
 BLANK_ANSWER = "Unable to answer with confidence based on the provided documents."
 
 
-class SubmissionError(ValueError):
+class SubmissionError(KohakuError, ValueError):
     """A submission or solutions file is malformed; the message names the file, row and column."""
 
 
 def read_csv_str(path: str | Path) -> pl.DataFrame:
-    """Read a CSV with every column as a string; nulls become ``""``; header names stripped.
-
-    Raises FileNotFoundError / SubmissionError naming the file.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
-    except Exception as exc:  # noqa: BLE001 - re-raised with the file name
-        raise SubmissionError(f"{path}: cannot be read as CSV ({exc}); check quoting") from exc
-    names = [c.lstrip("\ufeff").strip() for c in df.columns]
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        raise SubmissionError(f"{path}: duplicate column name(s) {dup} in the header")
-    df = df.rename(dict(zip(df.columns, names)))
-    return df.with_columns(pl.all().fill_null(""))
+    """A submission or solutions CSV, every column a string (kohaku.csvfile); raises
+    FileNotFoundError / SubmissionError naming the file."""
+    return csvfile.read_csv_strings(path, "CSV", SubmissionError)
 
 
 def require_columns(df: pl.DataFrame, columns: Iterable[str], where: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise SubmissionError(
-            f"{where}: missing column(s) {', '.join(repr(c) for c in missing)}; "
-            f"the header has {df.columns}"
-        )
+    csvfile.require_columns(df, columns, where, "the file", SubmissionError)
 
 
 def check_ids(df: pl.DataFrame, where: str, column: str = "id") -> None:
     """Every row has a non-empty, unique id; errors name the rows (1-based data rows)."""
-    seen: dict[str, int] = {}
-    for i, raw in enumerate(df[column].to_list(), start=1):
-        qid = (raw or "").strip()
-        if not qid:
-            raise SubmissionError(f"{where}: row {i}, column '{column}': empty id")
-        if qid in seen:
-            raise SubmissionError(
-                f"{where}: rows {seen[qid]} and {i}, column '{column}': duplicate id '{qid}'; "
-                "keep one row per question"
-            )
-        seen[qid] = i
+    csvfile.check_ids(df, where, "the file", SubmissionError, column)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,11 @@ ABS_TOL = 1e-3
 
 BLANK = "is_blank"
 UNABLE_PREFIX = "unable to answer with confidence based on the provided documents"
+# The competition's blank tokens (compared lower-cased and stripped). A model's answer_value is
+# also blank when it writes "none" or "null" (a JSON null as text): MODEL_BLANK_TOKENS, the
+# default of infer.blank_values.
 BLANK_TOKENS = frozenset({"", "na", "n/a", "is_blank"})
+MODEL_BLANK_TOKENS = ("is_blank", "", "n/a", "na", "none", "null")
 
 
 def is_blank_value(value: object) -> bool:

@@ -44,8 +44,8 @@ from kohaku.report.tables import print_and_save  # noqa: E402
 def leaf_texts(data: Path) -> list[str]:
     from kohaku.config import build
     from kohaku.corpus import read_metadata
-    from kohaku.stages.parse import ParseConfig, parse_corpus
-    from kohaku.stages.tree import TreeConfig, build_tree
+    from kohaku.parsing import ParseConfig, parse_corpus
+    from kohaku.tree import TreeConfig, build_tree
 
     documents, blocks = parse_corpus(data, read_metadata(data / "metadata.csv"),
                                      build(ParseConfig, {"workers": 1}, "parse"))
@@ -93,9 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf
     from sentence_transformers import SentenceTransformer
 
+    from kohaku.pipeline import option_values
     from kohaku.embedding import EncodeStats, encode_texts, load_encoder, resolve_model
 
-    cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "embed" / f"{args.embed}.yaml"))
+    cfg = option_values("embed", args.embed)
     cfg["device"] = args.device
     if args.dtype:
         cfg["dtype"] = args.dtype

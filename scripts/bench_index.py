@@ -73,9 +73,9 @@ def wattbot_sets(data: Path, cache_dir: Path, model: str):
     from kohaku.config import build
     from kohaku.corpus import read_metadata
     from kohaku.embedding import EmbedConfig, encode_texts, load_encoder
-    from kohaku.stages.embed import embed_nodes
-    from kohaku.stages.parse import ParseConfig, parse_corpus
-    from kohaku.stages.tree import TreeConfig, build_tree
+    from kohaku.embedding import embed_nodes
+    from kohaku.parsing import ParseConfig, parse_corpus
+    from kohaku.tree import TreeConfig, build_tree
 
     documents, blocks = parse_corpus(data, read_metadata(data / "metadata.csv"),
                                      build(ParseConfig, {"workers": 1}, "parse"))

@@ -30,9 +30,10 @@ from omegaconf import OmegaConf
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kohaku.pipeline import option_values  # noqa: E402
 from kohaku.config import build  # noqa: E402
 from kohaku.llm import ChatRequest, load_backend  # noqa: E402
-from kohaku.stages.infer import InferConfig, answer_schema, build_messages, first_json_object  # noqa: E402
+from kohaku.answering import InferConfig, answer_schema, build_messages, first_json_object  # noqa: E402
 
 WATTBOT = REPO.parent / "shared" / "data" / "wattbot"
 
@@ -121,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--decoders and --dtype apply to the hf backend only")
     if llm_cfg["backend"] == "vllm":
         llm_cfg["use_tqdm"] = False
-    root = OmegaConf.create({"seed": 0, "infer": OmegaConf.load(REPO / "conf" / "infer" / "default.yaml")})
-    infer_values = OmegaConf.to_container(root.infer, resolve=True)
+    infer_values = option_values("infer", "default")
     infer_values["max_tokens"] = args.max_tokens
     cfg = build(InferConfig, infer_values, "infer")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kohaku.config import ConfigError  # noqa: E402
-from kohaku.stages.vote import REF_MODES, TIEBREAKS, VoteConfig, ensemble_submissions  # noqa: E402
+from kohaku.voting import REF_MODES, TIEBREAKS, VoteConfig, ensemble_submissions  # noqa: E402
 from kohaku.submission import SubmissionError, read_csv_str, require_columns, write_submission  # noqa: E402
 
 

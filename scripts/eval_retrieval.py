@@ -187,10 +187,10 @@ def find_tables(path: Path, nodes_path: Path | None) -> tuple[pl.DataFrame, pl.D
 
 def shipped(group: str, option: str) -> dict[str, Any]:
     """conf/<group>/<option>.yaml as a dict (the project's defaults for that option)."""
-    from omegaconf import OmegaConf
+    from kohaku.pipeline import option_values
 
     file = REPO / "conf" / group / f"{option}.yaml"
-    return OmegaConf.to_container(OmegaConf.load(file), resolve=True) if file.is_file() else {}
+    return option_values(group, option) if file.is_file() else {}
 
 
 def default_variants() -> dict[str, dict[str, dict[str, Any]]]:
@@ -244,10 +244,10 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
     from kohaku.corpus import read_metadata
     from kohaku.embedding import EmbedConfig, encode_texts, load_encoder
     from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
-    from kohaku.stages.embed import embed_nodes
-    from kohaku.stages.parse import ParseConfig, parse_corpus
-    from kohaku.stages.retrieve import RetrieveConfig, run_retrieval
-    from kohaku.stages.tree import TreeConfig, build_tree
+    from kohaku.embedding import embed_nodes
+    from kohaku.parsing import ParseConfig, parse_corpus
+    from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
+    from kohaku.tree import TreeConfig, build_tree
 
     root = Path(args.data)
     solutions = read_solutions(root / args.solutions)

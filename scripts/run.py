@@ -23,8 +23,8 @@ from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.config import ConfigError  # noqa: E402
-from kohaku.pipeline import StageError, run_pipeline  # noqa: E402
+from kohaku.errors import KohakuError  # noqa: E402
+from kohaku.pipeline import StageError, register_config_schemas, run_pipeline  # noqa: E402
 
 log = logging.getLogger("kohaku")
 
@@ -45,7 +45,7 @@ def main(cfg: DictConfig) -> float | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         result = run_pipeline(cfg, run_dir)
-    except ConfigError as exc:
+    except KohakuError as exc:
         log.error("%s: %s", "error" if isinstance(exc, StageError) else "configuration error", exc)
         raise SystemExit(2) from exc
     score = result.summary("score").get("score")
@@ -55,5 +55,6 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    register_config_schemas()
     sys.argv = _accept_plus_experiment(sys.argv)
     main()

@@ -9,7 +9,7 @@ import pytest
 
 from kohaku.config import ConfigError, build
 from kohaku.retrieval.context import GAP, PARA_GAP, ContextBuilder, RenderConfig, TreeView
-from kohaku.stages.retrieve import RetrieveConfig
+from kohaku.retrieval.retrieve import RetrieveConfig
 from kohaku.text.tokens import count_tokens
 
 # doc -> sections (title, paragraphs (kind, sentences)); table rows are the sentences of a table

@@ -10,6 +10,7 @@ import pytest
 from helpers_corpus import make_ctx
 from kohaku.config import ConfigError, build
 from kohaku.corpus import CorpusConfig, CorpusError, read_metadata, read_questions, read_solutions
+from kohaku.pipeline import option_values
 from kohaku.stages import questions as questions_stage
 
 META = "id,type,title,year,citation,url\n"
@@ -120,12 +121,12 @@ def test_corpus_config_paths(tmp_path, monkeypatch):
 def test_corpus_confs(repo):
     from omegaconf import OmegaConf
 
-    wattbot = OmegaConf.load(repo / "conf" / "corpus" / "wattbot.yaml")
+    wattbot = OmegaConf.create(option_values("corpus", "wattbot"))
     over = OmegaConf.merge(wattbot, OmegaConf.from_dotlist(["questions=test_Q.csv", "solutions=solutions_public.csv"]))
     corpus = build(CorpusConfig, OmegaConf.to_container(over), "corpus")
     assert corpus.root == "../shared/data/wattbot" and corpus.questions == "test_Q.csv"
     assert corpus.solutions == "solutions_public.csv"
-    sample = build(CorpusConfig, OmegaConf.to_container(OmegaConf.load(repo / "conf" / "corpus" / "sample.yaml")), "corpus")
+    sample = build(CorpusConfig, option_values("corpus", "sample"), "corpus")
     assert sample.root == "data/sample" and sample.solutions == "solutions.csv"
     assert (repo / sample.root / sample.questions).is_file()
 

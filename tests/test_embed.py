@@ -24,7 +24,8 @@ from kohaku.embedding import (
 from kohaku.services import Services
 from kohaku.stage import StageContext
 from kohaku.stages import embed as embed_stage
-from kohaku.stages.embed import aggregate_parents, embed_nodes, node_arrays
+from kohaku.embedding import embed_nodes
+from kohaku.tree import aggregate_parents, node_arrays
 
 
 def make_nodes(rows: list[tuple[str, str | None, int, str, int]]) -> pl.DataFrame:

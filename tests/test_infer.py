@@ -13,16 +13,18 @@ from omegaconf import OmegaConf
 from kohaku.config import ConfigError, build
 from kohaku.llm import ChatRequest
 from kohaku.llm.fake import FakeBackend
+from kohaku.pipeline import option_values
+from kohaku.retrieval.retrieve import CONTEXTS_SCHEMA
 from kohaku.stage import StageContext
 from kohaku.stages import infer as infer_mod
-from kohaku.stages.infer import InferConfig, parse_answer, run_infer
+from kohaku import answering
+from kohaku.answering import InferConfig, parse_answer, run_infer
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def infer_cfg(**over) -> InferConfig:
-    root = OmegaConf.create({"seed": 0, "infer": OmegaConf.load(CONF / "infer" / "default.yaml")})
-    values = OmegaConf.to_container(root.infer, resolve=True)
+    values = option_values("infer", "default")
     values.update(over)
     return build(InferConfig, values, "infer")
 
@@ -33,17 +35,17 @@ def questions(*qids: str) -> pl.DataFrame:
 
 
 def ctx_row(qid: str, attempt: int, blocks: list[tuple[str, str]]) -> dict:
+    rendered = [f"[ref_id={d}] {t}" for d, t in blocks]
     return {"qid": qid, "attempt": attempt, "k": 4 * (attempt + 1),
-            "context": "\n---\n".join(f"[ref_id={d}] {t}" for d, t in blocks),
+            "context": "\n---\n".join(rendered),
             "doc_ids": list(dict.fromkeys(d for d, _ in blocks)),
             "node_ids": [f"{d}#s{i + 1}" for i, (d, _) in enumerate(blocks)],
-            "n_tokens": 10 * len(blocks)}
+            "n_tokens": 10 * len(blocks), "budget": 2000, "n_blocks": len(blocks),
+            "blocks": rendered, "block_doc_ids": [d for d, _ in blocks], "separator": "\n---\n"}
 
 
 def contexts(rows: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema={"qid": pl.String, "attempt": pl.Int64, "k": pl.Int64,
-                                      "context": pl.String, "doc_ids": pl.List(pl.String),
-                                      "node_ids": pl.List(pl.String), "n_tokens": pl.Int64})
+    return pl.DataFrame(rows, schema=CONTEXTS_SCHEMA)
 
 
 def user_text(r: ChatRequest) -> str:
@@ -145,7 +147,7 @@ def test_refs_outside_the_context_are_dropped_and_counted():
     row = gens.row(0, named=True)
     assert row["ref_id"] == ["d1", "d2"] and row["dropped_refs"] == 1 and row["valid"]
     assert summary["dropped_refs"] == 1
-    assert "enum" not in infer_mod.answer_schema(["d1"], infer_cfg(ref_enum=False))["properties"]["ref_id"]["items"]
+    assert "enum" not in answering.answer_schema(["d1"], infer_cfg(ref_enum=False))["properties"]["ref_id"]["items"]
 
 
 def test_parse_answer_rules():
@@ -181,7 +183,7 @@ def test_prompt_order_and_templates():
 
 
 def test_schema_has_the_answer_keys_in_order():
-    schema = infer_mod.answer_schema(["d1", "d2", "d1"], infer_cfg(max_tokens=2048))
+    schema = answering.answer_schema(["d1", "d2", "d1"], infer_cfg(max_tokens=2048))
     assert list(schema["properties"]) == ["explanation", "answer", "answer_value", "ref_id"]
     assert schema["properties"]["ref_id"]["items"]["enum"] == ["d1", "d2"]
     assert schema["properties"]["explanation"]["maxLength"] == 600
@@ -207,7 +209,7 @@ def _stage_ctx(tmp_path: Path, fake, cache_dir: Path) -> StageContext:
     three_question_contexts().write_parquet(r_dir / "contexts.parquet")
     cfg = OmegaConf.create({
         "seed": 0, "cache": {"dir": str(cache_dir)},
-        "infer": OmegaConf.load(CONF / "infer" / "default.yaml"),
+        "infer": option_values("infer", "default"),
         "llm": {"name": "fake", "backend": "fake", "model": "fake", "revision": "0"},
     })
     out = tmp_path / "out"
@@ -224,7 +226,7 @@ def test_stage_uses_services_and_the_generation_cache(tmp_path):
     out = infer_mod.compute(ctx)["generations"]
     assert ctx.services.asked[0]["backend"] == "fake"
     assert ctx.summary["model_calls"] == 3 and ctx.summary["cache_hits"] == 0
-    assert list(infer_mod.GENERATIONS_SCHEMA) == out.columns
+    assert list(answering.GENERATIONS_SCHEMA) == out.columns
     assert list((tmp_path / "cache" / "llm").glob("*/part-*.parquet"))
     # a second run (say, after a vote change forced infer) calls no model
     fake2 = FakeBackend(answer_if_marked)
@@ -236,23 +238,24 @@ def test_stage_uses_services_and_the_generation_cache(tmp_path):
 
 
 def test_field_limits_shrink_to_fit_max_tokens():
-    big = infer_mod.field_limits(infer_cfg(max_tokens=2048))
+    big = answering.field_limits(infer_cfg(max_tokens=2048))
     assert big == {"explanation": 600, "answer": 300, "answer_value": 120}
-    small = infer_mod.field_limits(infer_cfg(max_tokens=160))
+    small = answering.field_limits(infer_cfg(max_tokens=160))
     room = (160 - 40 - 8 * 4) * 1.5
     assert sum(small.values()) <= room and small["explanation"] > small["answer"] > small["answer_value"] >= 12
-    schema = infer_mod.answer_schema(["d1"], infer_cfg(max_tokens=160))
+    schema = answering.answer_schema(["d1"], infer_cfg(max_tokens=160))
     assert schema["properties"]["answer_value"]["maxLength"] == small["answer_value"]
 
 
-def test_trim_context_drops_then_cuts():
-    from kohaku.prompts import trim_context
+def test_trim_blocks_drops_then_cuts():
+    from kohaku.prompts import trim_blocks
     from kohaku.text.tokens import count_tokens
 
-    ctx = "\n---\n".join(["[ref_id=a] " + "alpha " * 50, "[ref_id=b] " + "beta " * 50, "[ref_id=c] gamma"])
-    assert trim_context(ctx, 10_000, count_tokens) == (ctx, 0, False)
-    text, dropped, cut = trim_context(ctx, 80, count_tokens)
-    assert dropped == 2 and cut and text.startswith("[ref_id=a] alpha") and count_tokens(text) <= 80
-    text, dropped, cut = trim_context(ctx, count_tokens(ctx.rsplit("\n---\n", 1)[0]), count_tokens)
-    assert dropped == 1 and not cut and "beta" in text and "gamma" not in text
-    assert trim_context(ctx, 0, count_tokens) == ("", 3, True)
+    blocks = ["[ref_id=a] " + "alpha " * 50, "[ref_id=b] " + "beta " * 50, "[ref_id=c] gamma"]
+    ctx = "\n---\n".join(blocks)
+    assert trim_blocks(blocks, "\n---\n", 10_000, count_tokens) == (ctx, 3, 0, False)
+    text, kept, dropped, cut = trim_blocks(blocks, "\n---\n", 80, count_tokens)
+    assert dropped == 2 and kept == 1 and cut and text.startswith("[ref_id=a] alpha") and count_tokens(text) <= 80
+    text, kept, dropped, cut = trim_blocks(blocks, "\n---\n", count_tokens(ctx.rsplit("\n---\n", 1)[0]), count_tokens)
+    assert dropped == 1 and kept == 2 and not cut and "beta" in text and "gamma" not in text
+    assert trim_blocks(blocks, "\n---\n", 0, count_tokens) == ("", 0, 3, True)

@@ -8,22 +8,21 @@ import pytest
 from omegaconf import OmegaConf
 
 from kohaku.config import build
+from kohaku.pipeline import option_values
 from kohaku.llm.base import BACKENDS, identity_of
 from kohaku.llm.hf import HFConfig
 from kohaku.llm.openai_backend import OpenAIConfig
 from kohaku.llm.vllm_backend import VLLMConfig
 from kohaku.llm.fake import FakeConfig
-from kohaku.stages.infer import InferConfig
-from kohaku.stages.plan import PlannerConfig
+from kohaku.answering import InferConfig
+from kohaku.planning import PlannerConfig
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 CLASSES = {"hf": HFConfig, "vllm": VLLMConfig, "openai": OpenAIConfig, "fake": FakeConfig}
 
 
 def resolved(group: str, option: str) -> dict:
-    root = OmegaConf.create({"seed": 0, "llm": OmegaConf.load(CONF / "llm" / "fake.yaml"),
-                             group: OmegaConf.load(CONF / group / f"{option}.yaml")})
-    return OmegaConf.to_container(root[group], resolve=True)
+    return option_values(group, option, [] if group == "llm" else ["llm=fake"])
 
 
 @pytest.mark.parametrize("option", sorted(p.stem for p in (CONF / "llm").glob("*.yaml")))

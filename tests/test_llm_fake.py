@@ -6,8 +6,8 @@ import json
 
 from kohaku.llm import ChatRequest, identity_of, load_backend
 from kohaku.llm.fake import FakeBackend
-from kohaku.stages.infer import answer_schema
-from kohaku.stages.plan import planner_schema, PlannerConfig
+from kohaku.answering import answer_schema
+from kohaku.planning import planner_schema, PlannerConfig
 
 
 def test_default_script_answers_from_the_first_snippet():
@@ -15,7 +15,7 @@ def test_default_script_answers_from_the_first_snippet():
     assert isinstance(fake, FakeBackend)
     assert fake.identity == identity_of({"name": "fake", "backend": "fake", "model": "fake", "revision": "0"})
     from kohaku.config import build
-    from kohaku.stages.infer import InferConfig
+    from kohaku.answering import InferConfig
 
     cfg = build(InferConfig, {"prompts": {"context_first": {"system": "s", "user": "u"}}}, "infer")
     schema = answer_schema(["doc9"], cfg)

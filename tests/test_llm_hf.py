@@ -110,7 +110,7 @@ def test_smollm2_json_closes_before_max_tokens(smollm):
 
 def test_minimal_instance_and_json_state():
     from kohaku.llm.hf import _JsonState, minimal_instance
-    from kohaku.stages.infer import InferConfig, answer_schema
+    from kohaku.answering import InferConfig, answer_schema
     from kohaku.config import build
 
     cfg = build(InferConfig, {"prompts": {"context_first": {"system": "s", "user": "u"}}}, "infer")

@@ -13,7 +13,8 @@ import pytest
 from helpers_corpus import LEFT, RIGHT, TABLE, make_ctx, write_two_column_pdf
 from kohaku.corpus import read_metadata
 from kohaku.stages import parse as parse_stage
-from kohaku.stages.parse import ParseConfig, corpus_files, parse_corpus
+from kohaku.corpus import CorpusConfig
+from kohaku.parsing import ParseConfig, corpus_files, parse_corpus
 from kohaku.text.formats import DocumentError, parse_markdown, read_text
 from kohaku.text.pdf import read_pdf
 
@@ -181,7 +182,8 @@ def test_priority_and_file_inputs(tmp_path):
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.create({"corpus": {"root": str(root)}, "parse": {}})
-    files = corpus_files(cfg)
+    files = parse_stage.STAGE.file_inputs(cfg)
+    assert files == corpus_files(CorpusConfig(root=str(root)), ParseConfig())
     assert [f.name for f in files] == ["d1.json", "d1.txt", "metadata.csv"]
 
 

@@ -13,8 +13,10 @@ from kohaku.config import ConfigError, build
 from kohaku.llm import ChatRequest
 from kohaku.llm.fake import FakeBackend
 from kohaku.llm.cache import GenerationCache
+from kohaku.pipeline import option_values
+from kohaku import planning
 from kohaku.stages import plan as plan_mod
-from kohaku.stages.plan import (PlannerConfig, dedup_queries, find_acronym_definitions,
+from kohaku.planning import (PlannerConfig, dedup_queries, find_acronym_definitions,
                                 mine_acronyms, plan_queries)
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -33,9 +35,7 @@ NODES = pl.DataFrame({
 
 
 def cfg(name: str, **over) -> PlannerConfig:
-    root = OmegaConf.create({"seed": 0, "llm": {"name": "fake", "backend": "fake"},
-                             "planner": OmegaConf.load(CONF / "planner" / f"{name}.yaml")})
-    values = OmegaConf.to_container(root.planner, resolve=True)
+    values = option_values("planner", name, ["llm=fake"])
     values.update(over)
     return build(PlannerConfig, values, "planner")
 
@@ -77,7 +77,7 @@ def test_rules_planner_swaps_acronyms_and_adds_keywords():
     assert q3["source"].to_list() == ["question", "keywords"]     # no acronym in it
     assert q3["query"][1] == "model best"
     assert summary["acronyms"] == 4
-    assert table.schema == pl.Schema(plan_mod.QUERIES_SCHEMA)
+    assert table.schema == pl.Schema(planning.QUERIES_SCHEMA)
 
 
 def test_rules_planner_respects_n_queries():
@@ -117,6 +117,6 @@ def test_llm_planner_config_checks():
         cfg("none", kind="magic")
     with pytest.raises(ConfigError, match="planner.user"):
         cfg("llm", user="{question} {oops}")
-    assert cfg("llm").llm == {"name": "fake", "backend": "fake"}   # ${llm} is resolved and hashed
+    assert cfg("llm").llm == option_values("llm", "fake") and cfg("llm").llm["name"] == "fake"   # ${llm} is resolved and hashed
     assert plan_mod.STAGE.config_keys == ("planner",)
     assert plan_mod.STAGE.inputs == ("questions", "tree")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from kohaku.corpus import CorpusError, check_doc_id, read_metadata, read_questions
 from kohaku.metrics import MetricError, parse_refs, score_files, score_frames
-from kohaku.stages.vote import VoteConfig, vote
+from kohaku.voting import VoteConfig, vote
 from kohaku.submission import (SUBMISSION_COLUMNS, SubmissionError, format_ref_list, parse_ref_list,
                                read_csv_str)
 from kohaku.values import canonical, is_blank_value, render, same

@@ -18,9 +18,9 @@ from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
 from kohaku.services import Services
 from kohaku.stage import StageContext
 from kohaku.stages import retrieve as retrieve_stage
-from kohaku.stages.embed import embed_nodes
+from kohaku.embedding import embed_nodes
 from kohaku.embedding import EmbedConfig
-from kohaku.stages.retrieve import RetrieveConfig, run_retrieval
+from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
 from kohaku.text.tokens import count_tokens
 
 CORPUS = {

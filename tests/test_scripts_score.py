@@ -14,7 +14,6 @@ from omegaconf import OmegaConf
 
 from kohaku.stage import StageContext
 from kohaku.stages.score import STAGE as SCORE
-from kohaku.stages.score import solutions_path
 from kohaku.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,11 +65,11 @@ def test_score_script_malformed_input_exit_2(small: tuple[Path, Path], tmp_path:
     bad = write(tmp_path / "bad.csv", [{"id": "q1", "answer_value": "1"}, {"id": "q1", "answer_value": "2"}])
     res = run("score.py", sol, bad)
     assert res.returncode == 2
-    assert "rows 1 and 2, column 'id': duplicate id 'q1'" in res.stderr
+    assert "duplicate id 'q1' in rows 1 and 2" in res.stderr
     nocol = tmp_path / "nocol.csv"
     pl.read_csv(sol).drop("explanation").write_csv(nocol)
     res = run("score.py", sol, nocol)
-    assert res.returncode == 2 and "missing column(s) 'explanation'" in res.stderr
+    assert res.returncode == 2 and "lacks column(s) ['explanation']" in res.stderr
     assert run("score.py", sol, tmp_path / "nothere.csv").returncode == 2
 
 
@@ -177,4 +176,4 @@ def test_solutions_path_falls_back_to_cwd(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     (tmp_path / "here.csv").write_text("id\n")
     cfg = OmegaConf.create({"corpus": {"root": str(tmp_path / "elsewhere"), "solutions": "here.csv"}})
-    assert solutions_path(cfg) == Path("here.csv")
+    assert SCORE.file_inputs(cfg) == [Path("here.csv")]

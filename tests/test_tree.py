@@ -10,9 +10,10 @@ import pytest
 from helpers_corpus import LEFT, RIGHT, TABLE, make_ctx, write_tables, write_two_column_pdf
 from kohaku.config import ConfigError, build
 from kohaku.corpus import read_metadata
+from kohaku.pipeline import option_values
 from kohaku.stages import tree as tree_stage
-from kohaku.stages.parse import ParseConfig, parse_corpus
-from kohaku.stages.tree import NODES_SCHEMA, TreeConfig, build_tree, chunk_sentences, corpus_report
+from kohaku.parsing import ParseConfig, parse_corpus
+from kohaku.tree import NODES_SCHEMA, TreeConfig, build_tree, chunk_sentences, corpus_report
 from kohaku.text.tokens import count_tokens
 
 ID = re.compile(r"^[a-z0-9_]+(#s\d+(\.p\d+(\.t\d+)?)?)?$")
@@ -173,7 +174,7 @@ def test_conf_files_match_the_dataclass(repo):
     from omegaconf import OmegaConf
 
     for name in ("hier", "flat"):
-        values = OmegaConf.to_container(OmegaConf.load(repo / "conf" / "tree" / f"{name}.yaml"))
+        values = option_values("tree", name)
         assert build(TreeConfig, values, "tree").mode == name
 
 

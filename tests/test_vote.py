@@ -11,7 +11,9 @@ from omegaconf import OmegaConf
 
 from kohaku.config import ConfigError, build
 from kohaku.stage import StageContext
-from kohaku.stages.vote import STAGE, VoteConfig, generations_to_candidates, vote
+from kohaku.stages.vote import STAGE
+from kohaku.pipeline import option_values
+from kohaku.voting import VoteConfig, generations_to_candidates, vote
 from kohaku.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
 
 
@@ -205,8 +207,7 @@ def run_stage(tmp_path: Path, vote_cfg: dict | None = None) -> tuple[pl.DataFram
     }).write_parquet(dirs["parse"] / "documents.parquet")
     out = tmp_path / "out"
     out.mkdir()
-    cfg = OmegaConf.create({"seed": 0, "vote": {**OmegaConf.to_container(
-        OmegaConf.load(Path(__file__).parents[1] / "conf/vote/default.yaml")), **(vote_cfg or {})}})
+    cfg = OmegaConf.create({"seed": 0, "vote": {**option_values("vote", "default"), **(vote_cfg or {})}})
     ctx = StageContext(stage=STAGE, cfg=cfg, input_dirs=dirs, out_dir=out, services=None,
                        log=logging.getLogger("test"))
     tables = STAGE.compute(ctx)

@@ -19,8 +19,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
+from kohaku.errors import KohakuError
 
-class BackendError(RuntimeError):
+
+class BackendError(KohakuError, RuntimeError):
     """A backend failed; the message names the model and the config key to change."""
 
 

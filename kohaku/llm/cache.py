@@ -268,3 +268,10 @@ def _check_completion(comp: Completion, req: ChatRequest, identity: str) -> None
             f"backend {identity} returned {len(comp.texts)} texts / {len(comp.completion_tokens)} "
             f"token counts for a request with n={n}"
         )
+
+
+def open_generation_cache(root: str | os.PathLike | None, identity: str,
+                          enabled: bool = True) -> GenerationCache | None:
+    """The generation cache of ``identity`` under ``root`` (the run's ``cache.dir``); None when
+    caching is off or there is no cache folder."""
+    return GenerationCache(root, identity) if enabled and root else None

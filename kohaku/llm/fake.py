@@ -5,8 +5,9 @@ The output of a sample is a function of (request, sample seed): by default
 - a planner request (schema with a ``queries`` property) gets ``{"queries": [...]}`` made of the
   question's longest words;
 - an answer request (schema with ``answer_value``) gets an answer that cites the first
-  ``[ref_id=...]`` of the prompt and takes the first number of the context as its value, or
-  ``is_blank`` when the context has no reference;
+  document of the schema's ref_id choices found in the prompt (else the first
+  ``[ref_id=...]`` marker) and takes the first number of the context as its value, or
+  ``is_blank`` when the context has no document;
 - anything else gets a JSON echo of the last message's length.
 
 Tests pass their own ``responder(request, sample_seed) -> str`` to script other behaviour.
@@ -40,6 +41,17 @@ class FakeConfig:
     max_context: int = 8192       # tokens (counted with kohaku.text.tokens)
 
 
+def _cited(req: ChatRequest, text: str) -> list[str]:
+    """The documents the fake can cite: the schema's ref_id choices (``infer.ref_enum``) that
+    appear in the prompt, whatever the context's block format; without choices, the ids of
+    ``[ref_id=...]`` markers (the default block format)."""
+    items = (((req.json_schema or {}).get("properties") or {}).get("ref_id") or {}).get("items") or {}
+    choices = items.get("enum")
+    if choices:
+        return [d for d in choices if d in text]
+    return _REF.findall(text)
+
+
 def default_responder(req: ChatRequest, seed: int) -> str:
     text = req.messages[-1]["content"] if req.messages else ""
     props = (req.json_schema or {}).get("properties", {})
@@ -49,11 +61,13 @@ def default_responder(req: ChatRequest, seed: int) -> str:
         words = sorted({w for w in re.findall(r"[A-Za-z][\w-]{3,}", q)}, key=lambda w: (-len(w), w))
         return json.dumps({"queries": [" ".join(words[:4]), " ".join(words[4:8])]})
     if "answer_value" in props:
-        refs = _REF.findall(text)
+        refs = _cited(req, text)
         if not refs:
             return json.dumps({"explanation": "no context", "answer": "is_blank",
                                "answer_value": "is_blank", "ref_id": []})
-        body = _REF.sub("", text.split("Question:")[0] if "Question:" in text else text)
+        body = text.split("Question:")[0] if "Question:" in text else text
+        for ref in refs:  # document ids are not values
+            body = body.replace(ref, " ")
         nums = _NUM.findall(body)
         value = nums[0] if nums else "is_blank"
         return json.dumps({"explanation": f"from {refs[0]} (seed {seed})", "answer": value,

@@ -1,4 +1,4 @@
-"""From ranked hits to the context string: expansion, tree dedup, section blocks, budget cut.
+"""From ranked hits to the context: expansion, tree dedup, section blocks, budget cut.
 
 The context is built from the tree's *leaves* (sentences, or childless paragraphs and sections).
 Each ranked node becomes a *unit*, a set of leaves:
@@ -27,13 +27,10 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Sequence
 
-import numpy as np
-import polars as pl
-
 from kohaku.text.tokens import count_tokens
+from kohaku.tree.model import TreeView
 
 GAP = " … "  # left-out sentences inside a paragraph
 PARA_GAP = "\n…\n"  # left-out text between two paragraphs of one block
@@ -43,12 +40,23 @@ HEADING_MODES = ("none", "paragraphs", "all")
 
 @dataclass
 class RenderConfig:
+    """How ranked hits become the context (the rendering keys of the ``retrieve`` group)."""
+
+    # sentence hit -> span (see span_share) | paragraph (whole parent) | window (neighbour
+    # sentences) | none
     expand: str = "span"
+    # sentences on each side with expand=window (also the fallback when a span or paragraph
+    # does not fit)
     window: int = 1
+    # span: the hit's window widened, own paragraph first then the section's neighbouring
+    # paragraphs, to span_share * budget tokens
     span_share: float = 0.25
+    # section title line on: paragraphs (blocks holding a whole paragraph) | all | none
     heading: str = "paragraphs"
+    # fields: doc_id, heading, text, section, page
     block_format: str = "[ref_id={doc_id}] {heading}{text}"
-    heading_format: str = "{section}\n"
+    heading_format: str = "{section}\n"  # fields: section, page, doc_id
+    # between blocks (one block per section: its units in document order)
     separator: str = "\n---\n"
 
     def validate(self) -> None:
@@ -60,163 +68,6 @@ class RenderConfig:
             raise ValueError("window must be >= 0")
         if not 0.0 <= self.span_share <= 1.0:
             raise ValueError(f"span_share={self.span_share}: use a share of the budget in [0, 1]")
-
-
-class TreeView:
-    """Array view of the ``nodes`` table: parents, children in order, and the leaves of every
-    section in document order (``leaves[c]``; node ``r`` covers ``leaves[container[r]][first[r]:
-    last[r]]``)."""
-
-    def __init__(self, nodes: pl.DataFrame) -> None:
-        from kohaku.stages.embed import node_arrays
-
-        self.nodes = nodes
-        self.parent, self.has_children = node_arrays(nodes)
-        self.level = nodes["level"].to_numpy()
-        self.node_id: list[str] = nodes["node_id"].to_list()
-        self.doc_id: list[str] = nodes["doc_id"].cast(pl.String).to_list()
-        self.text: list[str] = nodes["text"].fill_null("").to_list()
-        self.section: list[str] = (
-            nodes["section"].cast(pl.String).fill_null("").to_list()
-            if "section" in nodes.columns else [""] * nodes.height
-        )
-        self.page: list = nodes["page"].to_list() if "page" in nodes.columns else [None] * nodes.height
-        order = nodes["order"].to_numpy() if "order" in nodes.columns else np.arange(nodes.height)
-        # children of every parent, in document order, and each node's position among them
-        rows = np.flatnonzero(self.parent >= 0)
-        idx = np.lexsort((order[rows], self.parent[rows]))
-        rows = rows[idx]
-        self.sib_pos = np.zeros(nodes.height, np.int64)
-        self.children: dict[int, np.ndarray] = {}
-        if len(rows):
-            par = self.parent[rows]
-            starts = np.flatnonzero(np.r_[True, par[1:] != par[:-1]])
-            ends = np.r_[starts[1:], len(rows)]
-            for s, e in zip(starts.tolist(), ends.tolist()):
-                kids = rows[s:e]
-                self.children[int(par[s])] = kids
-                self.sib_pos[kids] = np.arange(e - s)
-        self._layout()
-        self._tokens: dict[int, int] = {}
-        self._full: dict[int, str] = {}
-        self._joiner: dict[int, str] = {}
-
-    def _layout(self) -> None:
-        """Containers (a root's children; a childless root is its own), their leaves in document
-        order, each node's leaf range and each leaf's group (the paragraph it renders in). Kept
-        as Python lists: the context loop indexes them one element at a time."""
-        n = len(self.parent)
-        parent = self.parent.tolist()
-        container = [-1] * n
-        first = [0] * n
-        last = [0] * n
-        self.leaves: dict[int, list[int]] = {}
-        for root in np.flatnonzero(self.parent < 0).tolist():
-            tops = self.children.get(root)
-            for top in ([root] if tops is None else tops.tolist()):
-                out: list[int] = []
-                stack = [(top, False)]
-                while stack:  # iterative pre/post-order walk: first at entry, last at exit
-                    row, done = stack.pop()
-                    if done:
-                        last[row] = len(out)
-                        continue
-                    container[row] = top
-                    first[row] = len(out)
-                    kids = self.children.get(row)
-                    if kids is None:
-                        out.append(row)
-                        last[row] = len(out)
-                        continue
-                    stack.append((row, True))
-                    stack.extend((int(k), False) for k in kids[::-1])
-                self.leaves[top] = out
-        leaf_pos = [-1] * n
-        group = list(range(n))
-        for top, out in self.leaves.items():
-            for i, leaf in enumerate(out):
-                leaf_pos[leaf] = i
-                p = parent[leaf]
-                if p >= 0 and p != top and parent[p] >= 0:
-                    group[leaf] = p  # a sentence renders inside its paragraph
-        self.container, self.first, self.last = container, first, last
-        self.leaf_pos, self.group = leaf_pos, group
-        self._ctok: dict[int, list[int]] = {}
-        self._adj: dict[int, int] = {}
-        self._cum: dict[int, list[int]] = {}
-
-    def leaves_of(self, row: int) -> list[int]:
-        """The leaves under ``row`` (itself when it is a leaf), in document order."""
-        c = self.container[row]
-        if c >= 0:
-            return self.leaves[c][self.first[row] : self.last[row]]
-        return [leaf for top in self.children.get(row, []) for leaf in self.leaves[int(top)]]
-
-    def n_leaves(self, row: int) -> int:
-        return self.last[row] - self.first[row]
-
-    def full_text(self, row: int) -> str:
-        """A node's whole content. Paragraph text is the join of its sentences, so it is used
-        as is; a section or document whose own text is only its title (shorter than its
-        children together) is rendered as its children's content, one per line."""
-        out = self._full.get(row)
-        if out is None:
-            own = self.text[row].strip()
-            kids = self.children.get(row)
-            if kids is None or len(kids) == 0:
-                out = own
-            else:
-                child_len = sum(len(self.text[int(k)]) for k in kids)
-                if len(own) >= 0.8 * child_len:
-                    out = own
-                else:
-                    out = "\n".join(t for t in (self.full_text(int(k)) for k in kids) if t)
-            self._full[row] = out
-        return out
-
-    def text_tokens(self, row: int) -> int:
-        """Tokens of a node's (stripped) text, counted once per view."""
-        n = self._tokens.get(row)
-        if n is None:
-            n = self._tokens[row] = count_tokens(self.text[row].strip())
-        return n
-
-    def full_tokens(self, row: int) -> int:
-        n = self._tokens.get(-row - 1)
-        if n is None:
-            n = self._tokens[-row - 1] = count_tokens(self.full_text(row))
-        return n
-
-    def leaf_tokens(self, container: int) -> list[int]:
-        """Text tokens of the container's leaves, by position."""
-        out = self._ctok.get(container)
-        if out is None:
-            out = self._ctok[container] = [self.text_tokens(r) for r in self.leaves[container]]
-        return out
-
-    def cum_tokens(self, container: int) -> list[int]:
-        """Prefix sums of ``leaf_tokens``: leaves lo..hi-1 hold cum[hi] - cum[lo] tokens."""
-        out = self._cum.get(container)
-        if out is None:
-            out = self._cum[container] = [0, *accumulate(self.leaf_tokens(container))]
-        return out
-
-    def whole_adjust(self, group: int) -> int:
-        """Tokens of a group rendered whole minus the sum of its leaves' tokens (0 when a
-        paragraph's text is the join of its sentences)."""
-        out = self._adj.get(group)
-        if out is None:
-            out = self._adj[group] = self.full_tokens(group) - sum(
-                self.text_tokens(r) for r in self.leaves_of(group))
-        return out
-
-    def joiner(self, group: int) -> str:
-        """How adjacent sentences of ``group`` are joined: table paragraphs keep their rows on
-        separate lines, prose paragraphs use a space."""
-        out = self._joiner.get(group)
-        if out is None:
-            out = self._joiner[group] = "\n" if "\n" in self.text[group].strip() else " "
-        return out
 
 
 @dataclass
@@ -233,12 +84,18 @@ class Block:
 
 @dataclass
 class Context:
+    """A built context: ``context`` is ``separator.join(blocks)``; ``block_doc_ids[i]`` is the
+    document of ``blocks[i]`` (blocks are in rank order, so a consumer that must cut the context
+    drops blocks from the end and knows exactly which documents remain)."""
+
     context: str
     doc_ids: list[str]
     node_ids: list[str]
     n_tokens: int
     n_blocks: int
     n_units: int
+    blocks: list[str] = field(default_factory=list)
+    block_doc_ids: list[str] = field(default_factory=list)
 
 
 class ContextBuilder:
@@ -554,7 +411,8 @@ class ContextBuilder:
             if d not in doc_ids:
                 doc_ids.append(d)
             node_ids.extend(self._node_ids(b))
-        return Context(context, doc_ids, node_ids, n_tokens, len(kept), n_units)
+        return Context(context, doc_ids, node_ids, n_tokens, len(kept), n_units, rendered,
+                       [v.doc_id[b.container] for b in kept])
 
     def _node_ids(self, block: Block) -> list[str]:
         """The block's content as node ids: the section when it is whole, else whole paragraphs

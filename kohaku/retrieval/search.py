@@ -26,19 +26,21 @@ META_FILE = "index.json"
 class IndexConfig:
     """The ``index`` config group (see conf/index/*.yaml)."""
 
-    kind: str = "hnsw"
+    kind: str = "hnsw"  # hnsw (approximate) | exact (numpy matmul; small corpora, ground truth)
+    # tree levels to index, one index each: 3 sentence, 2 paragraph, 1 section, 0 document
     levels: list[int] = field(default_factory=lambda: [3, 2])
-    M: int = 32
-    ef_construction: int = 200
-    ef: int = 128
-    random_seed: int = 100
-    num_threads: int = 1
-    bm25: bool = True
+    M: int = 32  # hnsw graph degree
+    ef_construction: int = 200  # hnsw build breadth
+    ef: int = 128  # hnsw search breadth (raised to k when k is larger); set again after loading
+    random_seed: int = 100  # hnsw level assignment seed
+    num_threads: int = 1  # build threads; 1 = bit-for-bit reproducible index
+    bm25: bool = True  # also build a bm25s index per level (used when retrieve.bm25_weight > 0)
+    # PyStemmer language; null = no stemming (also off when PyStemmer is missing)
     bm25_stemmer: str | None = "english"
-    bm25_stopwords: str | None = "en"
-    bm25_k1: float = 1.5
-    bm25_b: float = 0.75
-    bm25_method: str = "lucene"
+    bm25_stopwords: str | None = "en"  # bm25s stopword list; null = none
+    bm25_k1: float = 1.5  # BM25 term-frequency saturation
+    bm25_b: float = 0.75  # BM25 length normalisation
+    bm25_method: str = "lucene"  # lucene | robertson | atire | bm25l | bm25+
 
     def validate(self) -> None:
         if self.kind not in ("hnsw", "exact"):

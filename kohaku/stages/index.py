@@ -1,9 +1,8 @@
 """index stage: one dense index per searchable tree level, plus optional BM25 indexes.
 
-Files in the artifact folder: ``index.json`` (kind, dim, levels, counts, ef), for each level
-``ids_<level>.parquet`` (label -> node_id), ``hnsw_<level>.bin`` (kind hnsw; built with
-``num_threads`` threads, 1 = reproducible) and ``bm25_<level>/`` (bm25s' own files). Kind
-``exact`` stores no vectors: retrieve searches the embed stage's table directly.
+Files in the artifact folder (kohaku.retrieval.search.write_index): ``index.json``, for each
+level ``ids_<level>.parquet`` and ``hnsw_<level>.bin`` (kind hnsw) and ``bm25_<level>/``.
+Kind ``exact`` stores no vectors: retrieve searches the embed stage's table directly.
 """
 
 from __future__ import annotations
@@ -12,17 +11,14 @@ import time
 
 import polars as pl
 
-from kohaku.config import build
 from kohaku.retrieval.search import IndexConfig, write_index
 from kohaku.stage import Stage, StageContext
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
-    cfg = build(IndexConfig, ctx.section("index"), "index")
-    nodes = ctx.table("tree", "nodes")
-    embeddings = ctx.table("embed", "embeddings")
+    cfg: IndexConfig = ctx.config("index")
     t0 = time.perf_counter()
-    meta = write_index(ctx.out_dir, nodes, embeddings, cfg)
+    meta = write_index(ctx.out_dir, ctx.table("tree", "nodes"), ctx.table("embed", "embeddings"), cfg)
     seconds = time.perf_counter() - t0
     ctx.log.info("index %s over levels %s: %s nodes in %.1fs", cfg.kind, cfg.levels,
                  meta["counts"], seconds)
@@ -38,4 +34,5 @@ STAGE = Stage(
     config_keys=("index",),
     compute=compute,
     outputs=(),
+    configs={"index": IndexConfig},
 )

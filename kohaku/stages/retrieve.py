@@ -1,245 +1,33 @@
-"""retrieve stage: multi-query dense (+BM25) search, consensus rerank, contexts per attempt.
-
-For every question, each of its plan queries searches every searchable level for
-``top_k * (a + 1)`` hits (attempt a). The full, not yet deduplicated hit list of all queries is
-reranked (kohaku.retrieval.rerank), optionally fused with BM25 by weighted RRF, deduplicated,
-then expanded into a context (kohaku.retrieval.context) cut at ``max_context_tokens`` (times
-a + 1 with ``grow_budget``). The infer stage uses attempt a for its retry round a.
-
-Tables: ``hits`` (qid, attempt, query_idx, node_id, rank, score, level, source), ``ranking``
-(qid, attempt, node_id, rank, value, freq, score_sum) and ``contexts`` (qid, attempt, k, context,
-doc_ids, node_ids, n_tokens, budget, n_blocks).
-"""
+"""retrieve stage: plan queries + tree + index -> ``hits``, ``ranking``, ``contexts``
+(kohaku.retrieval.retrieve; the contexts table carries its blocks and their document ids)."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Mapping
-
-import numpy as np
 import polars as pl
-from tqdm.auto import tqdm
 
-from kohaku.config import build
-from kohaku.embedding import EmbedConfig, Encoder, encode_texts, load_encoder
-from kohaku.retrieval.context import ContextBuilder, RenderConfig, TreeView
-from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
-from kohaku.retrieval.search import load_searchers
+from kohaku.embedding import EmbedConfig, load_encoder
+from kohaku.retrieval.retrieve import RetrieveConfig, retrieve
 from kohaku.stage import Stage, StageContext
 
 
-@dataclass
-class RetrieveConfig(RenderConfig):
-    """The ``retrieve`` config group (see conf/retrieve/default.yaml); the context rendering
-    keys (expand, window, heading, block_format, heading_format, separator) come from
-    RenderConfig."""
-
-    top_k: int = 16
-    levels: list[int] | None = None
-    attempts: int = 3
-    rerank: str = "combined"
-    freq_weight: float = 0.4
-    rrf_k: int = 60
-    bm25_weight: float = 1.0
-    bm25_top_k: int | None = None
-    bm25_levels: list[int] | None = field(default_factory=lambda: [3])
-    max_hits: int | None = None
-    ef: int | None = None
-    max_context_tokens: int = 2000
-    grow_budget: bool = True
-
-    def validate(self) -> None:
-        if self.top_k < 1 or self.attempts < 1:
-            raise ValueError("top_k and attempts must be >= 1")
-        if self.rerank not in STRATEGIES:
-            raise ValueError(f"rerank={self.rerank!r}: use one of {', '.join(STRATEGIES)}")
-        if not 0.0 <= self.freq_weight <= 1.0:
-            raise ValueError("freq_weight must lie in [0, 1]")
-        if self.bm25_weight < 0:
-            raise ValueError("bm25_weight must be >= 0 (0 turns BM25 off)")
-        if self.max_context_tokens < 1:
-            raise ValueError("max_context_tokens must be >= 1")
-        RenderConfig.validate(self)
-
-    def render(self) -> RenderConfig:
-        return RenderConfig(**{f.name: getattr(self, f.name) for f in fields(RenderConfig)})
-
-
-def _hit_frame(qrows: np.ndarray, rows: np.ndarray, scores: np.ndarray, level: int, source: str):
-    nq, k = rows.shape
-    flat_rows = rows.reshape(-1)
-    keep = flat_rows >= 0
-    return pl.DataFrame(
-        {
-            "_q": np.repeat(qrows, k)[keep],
-            "level": np.full(int(keep.sum()), level, np.int64),
-            "node_row": flat_rows[keep],
-            "rank": np.tile(np.arange(k, dtype=np.int64), nq)[keep],
-            "score": scores.reshape(-1)[keep].astype(np.float32),
-            "source": source,
-        }
-    )
-
-
-def search_hits(
-    queries: pl.DataFrame,
-    qvecs: np.ndarray,
-    dense: Mapping[int, object],
-    sparse: Mapping[int, object],
-    k_dense: int,
-    k_bm25: int,
-    use_bm25: bool,
-) -> pl.DataFrame:
-    """Raw hits of every query on every level: qid, query_idx, level, node_row, rank, score, source."""
-    qrows = np.arange(queries.height)
-    frames = []
-    for level, searcher in dense.items():
-        rows, scores = searcher.search(qvecs, k_dense)
-        frames.append(_hit_frame(qrows, rows, scores, level, "dense"))
-    if use_bm25:
-        texts = queries["query"].to_list()
-        for level, searcher in sparse.items():
-            rows, scores = searcher.search(texts, k_bm25)
-            frames.append(_hit_frame(qrows, rows, scores, level, "bm25"))
-    hits = pl.concat(frames) if frames else _hit_frame(qrows, np.zeros((0, 0), np.int64),
-                                                       np.zeros((0, 0), np.float32), 0, "dense")
-    keys = queries.select(pl.col("qid").cast(pl.String), pl.col("query_idx").cast(pl.Int64)).with_row_index("_q")
-    return hits.with_columns(pl.col("_q").cast(pl.UInt32)).join(keys, on="_q", how="left").drop("_q")
-
-
-def rank_nodes(hits: pl.DataFrame, cfg: RetrieveConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per attempt a: the hits with rank < k_a, consensus-reranked (and BM25-fused).
-
-    Returns (ranking, hits of all attempts with an ``attempt`` column)."""
-    per_attempt = []
-    for a in range(cfg.attempts):
-        k_a = cfg.top_k * (a + 1)
-        kb_a = (cfg.bm25_top_k or cfg.top_k) * (a + 1)
-        per_attempt.append(
-            hits.filter(
-                ((pl.col("source") == "dense") & (pl.col("rank") < k_a))
-                | ((pl.col("source") == "bm25") & (pl.col("rank") < kb_a))
-            ).with_columns(pl.lit(a, pl.Int64).alias("attempt"))
-        )
-    all_hits = pl.concat(per_attempt)
-    dense_hits = all_hits.filter(pl.col("source") != "bm25")
-    ranked = consensus(dense_hits, cfg.rerank, cfg.freq_weight, cfg.rrf_k)
-    if cfg.bm25_weight > 0:
-        bm25_hits = all_hits.filter(pl.col("source") == "bm25")
-        if bm25_hits.height:
-            ranked = fuse(ranked, consensus(bm25_hits, "rrf", rrf_k=cfg.rrf_k), cfg.bm25_weight, cfg.rrf_k)
-    if cfg.max_hits:
-        ranked = ranked.filter(pl.col("rank") < cfg.max_hits * (pl.col("attempt") + 1))
-    return ranked, all_hits
-
-
-def run_retrieval(
-    queries: pl.DataFrame,
-    nodes: pl.DataFrame,
-    qvecs: np.ndarray,
-    dense: Mapping[int, object],
-    sparse: Mapping[int, object],
-    cfg: RetrieveConfig,
-    view: TreeView | None = None,
-    progress: bool = True,
-) -> dict[str, pl.DataFrame]:
-    """Pure retrieval over prepared searchers; ``qvecs`` rows align with ``queries`` rows."""
-    if qvecs.shape[0] != queries.height:
-        raise ValueError(f"{qvecs.shape[0]} query vectors for {queries.height} queries")
-    if cfg.bm25_levels is not None:
-        sparse = {lv: s for lv, s in sparse.items() if lv in cfg.bm25_levels}
-    use_bm25 = cfg.bm25_weight > 0 and bool(sparse)
-    k_max = cfg.top_k * cfg.attempts
-    kb_max = (cfg.bm25_top_k or cfg.top_k) * cfg.attempts
-    raw = search_hits(queries, qvecs, dense, sparse, k_max, kb_max, use_bm25)
-    view = view or TreeView(nodes)
-    ranked, all_hits = rank_nodes(raw, cfg)
-    builder = ContextBuilder(view, cfg.render())
-    node_ids = nodes["node_id"]
-
-    lists = ranked.group_by(["qid", "attempt"], maintain_order=True).agg(pl.col("node_row"))
-    by_key = {(q, a): rows for q, a, rows in lists.iter_rows()}
-    qids = queries["qid"].cast(pl.String).unique(maintain_order=True).to_list()
-    records = []
-    for qid in tqdm(qids, desc="contexts", unit="q", disable=not progress, leave=False):
-        for a in range(cfg.attempts):
-            budget = cfg.max_context_tokens * (a + 1 if cfg.grow_budget else 1)
-            ctx = builder.build(by_key.get((qid, a), []), budget)
-            records.append((qid, a, cfg.top_k * (a + 1), ctx.context, ctx.doc_ids, ctx.node_ids,
-                            ctx.n_tokens, budget, ctx.n_blocks))
-    contexts = pl.DataFrame(
-        records,
-        schema={"qid": pl.String, "attempt": pl.Int64, "k": pl.Int64, "context": pl.String,
-                "doc_ids": pl.List(pl.String), "node_ids": pl.List(pl.String), "n_tokens": pl.Int64,
-                "budget": pl.Int64, "n_blocks": pl.Int64},
-        orient="row",
-    )
-    hits = all_hits.select(
-        "qid", "attempt", "query_idx",
-        node_ids.gather(all_hits["node_row"]).alias("node_id"),
-        "rank", "score", "level", "source",
-    ).sort(["qid", "attempt", "source", "query_idx", "level", "rank"])
-    ranking = ranked.select(
-        "qid", "attempt", node_ids.gather(ranked["node_row"]).alias("node_id"),
-        "rank", "value", "freq", "score_sum",
-    )
-    return {"hits": hits, "ranking": ranking, "contexts": contexts}
-
-
-def encode_queries(
-    encoder: Encoder, queries: pl.DataFrame, cache_root: Path | None, progress: bool = True
-) -> np.ndarray:
-    """All queries of all questions in one batch (distinct strings once, cached on disk)."""
-    return encode_texts(encoder, queries["query"].to_list(), "query", cache_root, progress=progress)
-
-
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
-    cfg = build(RetrieveConfig, ctx.section("retrieve"), "retrieve")
-    embed_section = ctx.section("embed")
-    ecfg = build(EmbedConfig, embed_section, "embed")
-    queries = ctx.table("plan", "queries").sort(["qid", "query_idx"], maintain_order=True)
-    nodes = ctx.table("tree", "nodes")
-    index_dir = ctx.path("index")
-    t0 = time.perf_counter()
-    from kohaku.retrieval.search import read_meta
-
-    embeddings = ctx.table("embed", "embeddings") if read_meta(index_dir)["kind"] == "exact" else None
-    dense, sparse, meta = load_searchers(index_dir, nodes, cfg.levels, embeddings, cfg.ef)
-    if cfg.bm25_weight > 0 and not sparse:
-        ctx.log.warning("retrieve.bm25_weight=%s but the index has no BM25 (index.bm25=false); "
-                        "dense only", cfg.bm25_weight)
-    encoder = ctx.services.get("encoder", embed_section, load_encoder)
-    if encoder.dim != meta["dim"]:
-        raise ValueError(f"embed model gives {encoder.dim}-d vectors but the index holds "
-                         f"{meta['dim']}-d ones; rebuild the index with the same embed config")
-    t1 = time.perf_counter()
-    cache_root = Path(str(ctx.cfg.cache.dir)) if ecfg.cache else None
-    qvecs = encode_queries(encoder, queries, cache_root)
-    t2 = time.perf_counter()
-    tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg)
-    t3 = time.perf_counter()
-    c0 = tables["contexts"].filter(pl.col("attempt") == 0)
-    ctx.log.info("retrieved %d questions x %d attempts: encode %.1fs, search+contexts %.1fs",
-                 c0.height, cfg.attempts, t2 - t1, t3 - t2)
-    ctx.report(
-        n_questions=c0.height,
-        n_queries=queries.height,
-        load_seconds=round(t1 - t0, 3),
-        query_encode_seconds=round(t2 - t1, 3),
-        retrieve_seconds=round(t3 - t2, 3),
-        mean_context_tokens=round(float(c0["n_tokens"].mean() or 0), 1),
-        mean_docs=round(float(c0["doc_ids"].list.len().mean() or 0), 2),
+    cfg: RetrieveConfig = ctx.config("retrieve")
+    ecfg: EmbedConfig = ctx.config("embed")
+    encoder = ctx.services.get("encoder", ctx.section("embed"), load_encoder)
+    tables, summary = retrieve(
+        ctx.table("plan", "queries"), ctx.table("tree", "nodes"), ctx.path("index"), encoder, cfg,
+        ctx.cache_dir if ecfg.cache else None, lambda: ctx.table("embed", "embeddings"), ctx.log,
     )
+    ctx.report(**summary)
     return tables
 
 
 STAGE = Stage(
     name="retrieve",
-    version="2",  # 2: section blocks and span expansion (kohaku.retrieval.context)
+    version="3",  # 3: contexts carry blocks, block_doc_ids and separator
     inputs=("plan", "tree", "embed", "index"),
     config_keys=("retrieve", "embed"),
     compute=compute,
     outputs=("hits", "ranking", "contexts"),
+    configs={"retrieve": RetrieveConfig, "embed": EmbedConfig},
 )

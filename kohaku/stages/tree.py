@@ -1,216 +1,20 @@
-"""tree: parse blocks -> the ``nodes`` table (document / section / paragraph / sentence).
-
-``tree.mode=hier`` segments each document into sections found from headings (pages only as a
-fallback), paragraphs and sentences (kohaku/text/segment.py). ``tree.mode=flat`` is the
-fixed-size chunk baseline: one section per document whose level-2 nodes are chunks of about
-``chunk_tokens`` tokens (consecutive sentences, ``chunk_overlap`` tokens repeated between
-neighbours), with their sentences below them, so both modes give the same table shape.
-
-Node ids: ``<doc>``, ``<doc>#s<i>``, ``<doc>#s<i>.p<j>``, ``<doc>#s<i>.p<j>.t<k>``; indices are
-1-based per parent and ``order`` is that index (0 for documents). Rows are in document order.
-"""
+"""tree stage: parse tables -> the ``nodes`` table (kohaku.tree)."""
 
 from __future__ import annotations
 
-import logging
-import statistics
-from dataclasses import dataclass, fields
-from typing import Any
-
 import polars as pl
-from tqdm import tqdm
 
-from kohaku.config import build
 from kohaku.stage import Stage, StageContext
-from kohaku.text.segment import Paragraph, SegmentConfig, Section, segment_document
-from kohaku.text.tokens import count_tokens
-
-log = logging.getLogger(__name__)
-
-NODES_SCHEMA = {
-    "node_id": pl.String,
-    "doc_id": pl.String,
-    "parent_id": pl.String,
-    "level": pl.Int64,
-    "kind": pl.String,
-    "order": pl.Int64,
-    "page": pl.Int64,
-    "section": pl.String,
-    "text": pl.String,
-    "n_tokens": pl.Int64,
-    "block_kind": pl.String,
-    "section_source": pl.String,
-}
-KINDS = ("document", "section", "paragraph", "sentence")
-
-
-@dataclass
-class TreeConfig(SegmentConfig):
-    """The ``tree`` config group (see conf/tree/*.yaml for the meaning of each key); the
-    segmenter's keys come from SegmentConfig."""
-
-    mode: str = "hier"
-    chunk_tokens: int = 256
-    chunk_overlap: int = 32
-
-    def validate(self) -> None:
-        if self.mode not in ("hier", "flat"):
-            raise ValueError(f"mode={self.mode!r}: use 'hier' or 'flat'")
-        if self.title_case_headings not in ("auto", "always", "never"):
-            raise ValueError(f"title_case_headings={self.title_case_headings!r}: use auto, always or never")
-        if self.chunk_tokens < 8:
-            raise ValueError(f"chunk_tokens={self.chunk_tokens}: use at least 8")
-        if not 0 <= self.chunk_overlap < self.chunk_tokens:
-            raise ValueError(f"chunk_overlap={self.chunk_overlap}: must be >= 0 and < chunk_tokens")
-
-    def segment_config(self) -> SegmentConfig:
-        names = {f.name for f in fields(SegmentConfig)}
-        return SegmentConfig(**{k: getattr(self, k) for k in names})
-
-
-def chunk_sentences(sentences: list[str], chunk_tokens: int, overlap: int) -> list[tuple[int, list[str]]]:
-    """Pack consecutive sentences into chunks of at most ``chunk_tokens`` tokens; each chunk
-    starts with the last pieces of the previous chunk worth up to ``overlap`` tokens. A sentence
-    longer than a chunk is cut into word windows. Returns (index of the sentence that the chunk's
-    first new piece comes from, pieces)."""
-    pieces: list[tuple[str, int, int]] = []          # text, tokens, sentence index
-    for idx, s in enumerate(sentences):
-        n = count_tokens(s)
-        if n <= chunk_tokens:
-            pieces.append((s, n, idx))
-            continue
-        cur: list[str] = []
-        for w in s.split():
-            if cur and count_tokens(" ".join(cur + [w])) > chunk_tokens:
-                pieces.append((" ".join(cur), count_tokens(" ".join(cur)), idx))
-                cur = []
-            cur.append(w)
-        if cur:
-            pieces.append((" ".join(cur), count_tokens(" ".join(cur)), idx))
-    chunks: list[tuple[int, list[str]]] = []
-    i = 0
-    while i < len(pieces):
-        back: list[tuple[str, int, int]] = []
-        if chunks and overlap > 0:
-            total = 0
-            j = i - 1
-            while j >= 0 and total + pieces[j][1] <= overlap:
-                back.insert(0, pieces[j])
-                total += pieces[j][1]
-                j -= 1
-        while back and sum(p[1] for p in back) + pieces[i][1] > chunk_tokens:
-            back.pop(0)
-        chunk = back + [pieces[i]]
-        used = sum(p[1] for p in chunk)
-        first_new = pieces[i][2]
-        i += 1
-        while i < len(pieces) and used + pieces[i][1] <= chunk_tokens:
-            chunk.append(pieces[i])
-            used += pieces[i][1]
-            i += 1
-        chunks.append((first_new, [p[0] for p in chunk]))
-    return chunks
-
-
-def _flat_sections(sections: list[Section], title: str, cfg: TreeConfig) -> list[Section]:
-    sentences = [s for sec in sections for p in sec.paragraphs for s in p.sentences]
-    pages = [p.page for sec in sections for p in sec.paragraphs for _ in p.sentences]
-    if not sentences:
-        return []
-    out = Section(title=title, page=pages[0], source="chunk", path=title)
-    for first, chunk in chunk_sentences(sentences, cfg.chunk_tokens, cfg.chunk_overlap):
-        out.paragraphs.append(Paragraph("text", pages[first], text=" ".join(chunk), sentences=chunk))
-    return [out]
-
-
-def document_nodes(doc_id: str, title: str, sections: list[Section]) -> list[dict[str, Any]]:
-    """Rows of the nodes table for one document, in document order."""
-    first_page = min((s.page for s in sections), default=1)
-    rows = [_row(doc_id, doc_id, None, 0, 0, first_page, "", title, "heading", "")]
-    for i, sec in enumerate(sections, start=1):
-        sid = f"{doc_id}#s{i}"
-        rows.append(_row(sid, doc_id, doc_id, 1, i, sec.page, sec.path or sec.title, sec.title, "heading", sec.source))
-        for j, para in enumerate(sec.paragraphs, start=1):
-            pid = f"{sid}.p{j}"
-            rows.append(_row(pid, doc_id, sid, 2, j, para.page, sec.path or sec.title, para.text, para.kind, ""))
-            for k, sent in enumerate(para.sentences, start=1):
-                rows.append(_row(f"{pid}.t{k}", doc_id, pid, 3, k, para.page, sec.path or sec.title, sent, para.kind, ""))
-    return rows
-
-
-def _row(node_id: str, doc_id: str, parent: str | None, level: int, order: int, page: int,
-         section: str, text: str, block_kind: str, source: str) -> dict[str, Any]:
-    return {
-        "node_id": node_id, "doc_id": doc_id, "parent_id": parent, "level": level,
-        "kind": KINDS[level], "order": order, "page": int(page), "section": section, "text": text,
-        "n_tokens": count_tokens(text), "block_kind": block_kind, "section_source": source,
-    }
-
-
-def build_tree(documents: pl.DataFrame, blocks: pl.DataFrame, cfg: TreeConfig) -> pl.DataFrame:
-    """documents + blocks (the parse tables) -> nodes. Documents with status error are skipped."""
-    seg_cfg = cfg.segment_config()
-    usable = documents.filter(pl.col("status") != "error").sort("doc_id")
-    by_doc: dict[str, list[dict[str, Any]]] = {}
-    for b in blocks.sort(["doc_id", "order"]).iter_rows(named=True):
-        by_doc.setdefault(b["doc_id"], []).append(b)
-    rows: list[dict[str, Any]] = []
-    docs = usable.iter_rows(named=True)
-    for doc in tqdm(docs, total=usable.height, desc="tree", unit="doc", disable=usable.height < 20):
-        doc_blocks = by_doc.get(doc["doc_id"], [])
-        if not doc_blocks:
-            continue
-        title = doc["title"] or doc["doc_id"]
-        sections = segment_document(doc_blocks, title, seg_cfg, doc.get("n_pages") or None)
-        if cfg.mode == "flat":
-            sections = _flat_sections(sections, title, cfg)
-        if not sections:
-            log.warning("document %s: no text left after segmentation; left out of the tree", doc["doc_id"])
-            continue
-        rows.extend(document_nodes(doc["doc_id"], title, sections))
-    return pl.DataFrame(rows, schema=NODES_SCHEMA)
-
-
-def corpus_report(nodes: pl.DataFrame) -> dict[str, Any]:
-    """Figures that say whether segmentation worked (logged and put in the manifest)."""
-    counts = {k: nodes.filter(pl.col("kind") == k).height for k in KINDS}
-    sent_len = nodes.filter(pl.col("kind") == "sentence")["text"].str.len_chars()
-    para_len = nodes.filter(pl.col("kind") == "paragraph")["text"].str.len_chars().to_list()
-    heading_secs = (
-        nodes.filter((pl.col("kind") == "section") & (pl.col("section_source") == "heading"))
-        .group_by("doc_id").len()
-    )
-    multi = heading_secs.filter(pl.col("len") > 1).height
-    n_docs = max(counts["document"], 1)
-    return {
-        "n_documents": counts["document"],
-        "n_sections": counts["section"],
-        "n_paragraphs": counts["paragraph"],
-        "n_sentences": counts["sentence"],
-        "short_sentence_share": round(float((sent_len < 15).sum()) / max(len(sent_len), 1), 4),
-        "median_paragraph_chars": float(statistics.median(para_len)) if para_len else 0.0,
-        "multi_section_doc_share": round(multi / n_docs, 4),
-    }
-
-
-def format_report(report: dict[str, Any]) -> str:
-    return (
-        f"{report['n_documents']} documents, {report['n_sections']} sections, "
-        f"{report['n_paragraphs']} paragraphs, {report['n_sentences']} sentences; "
-        f"sentences < 15 chars {100 * report['short_sentence_share']:.1f} %, "
-        f"median paragraph {report['median_paragraph_chars']:.0f} chars, "
-        f"documents with > 1 heading section {100 * report['multi_section_doc_share']:.0f} %"
-    )
+from kohaku.tree import TreeConfig, build_tree, corpus_report, dropped_problems, format_report
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
-    cfg = build(TreeConfig, ctx.section("tree"), "tree")
-    documents = ctx.table("parse", "documents")
-    blocks = ctx.table("parse", "blocks")
-    nodes = build_tree(documents, blocks, cfg)
+    cfg: TreeConfig = ctx.config("tree")
+    dropped: list[tuple[str, str]] = []
+    nodes = build_tree(ctx.table("parse", "documents"), ctx.table("parse", "blocks"), cfg, dropped)
     report = corpus_report(nodes)
     ctx.log.info("tree (%s): %s", cfg.mode, format_report(report))
-    ctx.report(mode=cfg.mode, **report)
+    ctx.report(mode=cfg.mode, **report, problems=dropped_problems(dropped))
     return {"nodes": nodes}
 
 
@@ -221,4 +25,5 @@ STAGE = Stage(
     config_keys=("tree",),
     compute=compute,
     outputs=("nodes",),
+    configs={"tree": TreeConfig},
 )

@@ -19,10 +19,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kohaku.errors import KohakuError
+
 Block = dict[str, Any]
 
 
-class DocumentError(Exception):
+class DocumentError(KohakuError):
     """A document cannot be read; the message says why (shown in the documents table)."""
 
 

@@ -62,14 +62,16 @@ _PAGE_NUMBER = re.compile(r"^(?:page\s*)?[\divxlc]{1,5}(?:\s*(?:/|of)\s*\d{1,4})
 class SegmentConfig:
     """Knobs of the hierarchical segmenter (the ``tree`` config group holds them)."""
 
-    min_sentence_chars: int = 15
-    max_sentence_chars: int = 1000
-    max_paragraph_chars: int = 1800
-    min_paragraph_chars: int = 40
-    drop_repeated_lines: bool = True
-    detect_tables: bool = True
-    title_case_headings: str = "auto"   # auto: only when a document has < 3 numbered headings
-    page_fallback: bool = True
+    min_sentence_chars: int = 15  # shorter sentence fragments are merged into a neighbour
+    max_sentence_chars: int = 1000  # longer "sentences" (lists, tables in prose) are cut at ; , or space
+    max_paragraph_chars: int = 1800  # longer paragraphs are cut at sentence ends into even parts
+    min_paragraph_chars: int = 40  # shorter text paragraphs are merged into the next one
+    drop_repeated_lines: bool = True  # drop running headers/footers and page numbers
+    detect_tables: bool = True  # runs of numeric lines in raw text become table paragraphs
+    # short Title-Case lines as headings: auto (only when a document has < 3 numbered headings)
+    # | always | never
+    title_case_headings: str = "auto"
+    page_fallback: bool = True  # documents with < 2 heading sections get one section per page
 
 
 @dataclass

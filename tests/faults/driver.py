@@ -55,6 +55,10 @@ def main() -> int:
 
     from hydra import compose, initialize_config_dir
 
+    from kohaku.pipeline import register_config_schemas
+
+    register_config_schemas()
+
     from kohaku.pipeline import run_pipeline
 
     with initialize_config_dir(version_base="1.3", config_dir=str(REPO / "conf"), job_name="faults"):

@@ -57,7 +57,8 @@ def test_model_output_is_parsed_as_json_never_evaluated(tmp_path):
 
 def test_value_and_ref_readers_never_execute_code(tmp_path):
     from kohaku.metrics import parse_refs, value_ok
-    from kohaku.stages.infer import first_json_object, parse_answer
+    from kohaku.answering import parse_answer
+    from kohaku.text.json_text import first_json_object
     from kohaku.submission import parse_ref_list
     from kohaku.values import canonical, render
 

@@ -1,0 +1,315 @@
+"""Parsing a corpus: its files -> ``documents`` and ``blocks`` tables.
+
+Documents are found by their metadata id: ``pdfs/<id>.pdf``, ``corpus/<id>.json`` (the WattBot
+pre-extracted format), ``<id>.md``, ``<id>.txt`` (also under ``docs/``); ``parse.priority`` says
+which format wins when several exist. PDFs go through pdfplumber (columns, font-size headings,
+ruled tables) in a process pool; JSON, Markdown and text are read directly.
+
+A document that cannot be read (missing, zero bytes, encrypted, corrupt, no text layer, a file
+without a metadata row) becomes a ``documents`` row with status ``error`` and the reason; the
+run goes on and a summary of the bad documents is logged at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from tqdm import tqdm
+
+from kohaku.config import ConfigError
+from kohaku.corpus import CorpusConfig, read_metadata
+
+log = logging.getLogger("kohaku.parse")
+
+FORMATS = ("pdf", "json", "md", "txt")
+_EXT = {"pdf": ".pdf", "json": ".json", "md": ".md", "txt": ".txt"}
+
+DOCUMENTS_SCHEMA = {
+    "doc_id": pl.String,
+    "title": pl.String,
+    "url": pl.String,
+    "year": pl.String,
+    "type": pl.String,
+    "citation": pl.String,
+    "source": pl.String,
+    "format": pl.String,
+    "n_pages": pl.Int64,
+    "n_blocks": pl.Int64,
+    "status": pl.String,
+    "error": pl.String,
+    "warnings": pl.List(pl.String),
+}
+BLOCKS_SCHEMA = {
+    "doc_id": pl.String,
+    "page": pl.Int64,
+    "order": pl.Int64,
+    "kind": pl.String,
+    "text": pl.String,
+    "font_size": pl.Float64,
+    "level": pl.Int64,
+}
+
+
+def _default_search() -> dict[str, list[str]]:
+    return {"pdf": ["pdfs", "docs", "."], "json": ["corpus", "docs"], "md": ["docs", "."], "txt": ["docs", "."]}
+
+
+@dataclass
+class ParseConfig:
+    """The ``parse`` config group."""
+
+    workers: int | None = None          # PDF worker processes; null = min(4, cpu count)
+    # which file wins when a document exists in several formats
+    priority: list[str] = field(default_factory=lambda: list(FORMATS))
+    # folders (relative to corpus.root) searched for <id>.<ext>, in order
+    search: dict[str, list[str]] = field(default_factory=_default_search)
+    tables: bool = True                 # extract ruled PDF tables as table blocks
+    min_gutter: float = 8.0             # points; narrowest empty band taken as a column gutter
+    heading_ratio: float = 1.12         # font size / body size from which a short line is a heading
+
+    def validate(self) -> None:
+        bad = [p for p in self.priority if p not in FORMATS]
+        if bad or not self.priority:
+            raise ValueError(f"priority {self.priority}: use a non-empty list of {list(FORMATS)}")
+        bad = [k for k in self.search if k not in FORMATS]
+        if bad:
+            raise ValueError(f"search has unknown format(s) {bad}; formats are {list(FORMATS)}")
+        if self.workers is not None and int(self.workers) < 1:
+            raise ValueError(f"workers={self.workers}: use a positive number or null")
+
+    @property
+    def n_workers(self) -> int:
+        return int(self.workers) if self.workers else max(1, min(4, os.cpu_count() or 1))
+
+
+# ----------------------------------------------------------------------- discovery
+
+
+def _search_dirs(root: Path, cfg: ParseConfig, fmt: str) -> list[Path]:
+    return [root / d if d not in (".", "") else root for d in cfg.search.get(fmt, [])]
+
+
+def find_documents(root: Path, ids: list[str], cfg: ParseConfig) -> dict[str, list[tuple[str, Path]]]:
+    """doc id -> [(format, path), ...] in priority order (all formats found)."""
+    found: dict[str, list[tuple[str, Path]]] = {}
+    for doc_id in ids:
+        hits: list[tuple[str, Path]] = []
+        for fmt in cfg.priority:
+            for folder in _search_dirs(root, cfg, fmt):
+                path = folder / f"{doc_id}{_EXT[fmt]}"
+                if path.is_file():
+                    hits.append((fmt, path))
+                    break
+        found[doc_id] = hits
+    return found
+
+
+def find_orphans(root: Path, ids: set[str], cfg: ParseConfig) -> list[tuple[str, Path]]:
+    """Document files in the dedicated folders (not the root) that have no metadata row."""
+    orphans: dict[str, Path] = {}
+    for fmt in cfg.priority:
+        for folder in _search_dirs(root, cfg, fmt):
+            if folder == root or not folder.is_dir():
+                continue
+            for path in sorted(folder.glob(f"*{_EXT[fmt]}")):
+                if path.is_file() and path.stem not in ids and path.stem not in orphans:
+                    orphans[path.stem] = path
+    return sorted(orphans.items())
+
+
+def corpus_files(corpus: CorpusConfig, cfg: ParseConfig) -> list[Path]:
+    """metadata.csv and every document file found (hashed into the parse stage's key)."""
+    meta_path = corpus.metadata_path
+    if not meta_path.is_file():
+        raise ConfigError(
+            f"{meta_path}: metadata file not found (config keys corpus.root / corpus.metadata)"
+        )
+    ids = read_metadata(meta_path)["id"].to_list()
+    files = [meta_path]
+    for hits in find_documents(corpus.root_path, ids, cfg).values():
+        files.extend(path for _, path in hits)
+    files.extend(path for _, path in find_orphans(corpus.root_path, set(ids), cfg))
+    return sorted(set(files))
+
+
+# ------------------------------------------------------------------------- parsing
+
+
+def parse_file(fmt: str, path: Path, cfg: ParseConfig) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """One document file -> (blocks, n_pages, warnings); raises DocumentError when unreadable."""
+    from kohaku.text import formats
+
+    if not path.is_file():
+        raise formats.DocumentError(f"file not found: {path}")
+    if path.stat().st_size == 0:
+        raise formats.DocumentError("empty file (0 bytes); re-download it or remove its metadata row")
+    if fmt == "pdf":
+        from kohaku.text.pdf import PdfOptions, read_pdf
+
+        return read_pdf(path, PdfOptions(min_gutter=cfg.min_gutter, heading_ratio=cfg.heading_ratio, tables=cfg.tables))
+    if fmt == "json":
+        return formats.read_json(path)
+    if fmt == "md":
+        return formats.read_markdown(path)
+    return formats.read_text(path)
+
+
+def _parse_job(job: tuple[str, str, str, dict[str, Any]]) -> dict[str, Any]:
+    """Worker entry point (module level so a spawned process can import it)."""
+    doc_id, fmt, path, cfg_values = job
+    cfg = ParseConfig(**cfg_values)
+    try:
+        blocks, n_pages, warnings = parse_file(fmt, Path(path), cfg)
+        return {"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings, "error": ""}
+    except Exception as exc:  # a bad document must never stop the corpus
+        from kohaku.text.formats import DocumentError
+
+        message = str(exc) if isinstance(exc, DocumentError) else f"{type(exc).__name__}: {exc}"
+        return {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [], "error": message}
+
+
+def _run_jobs(jobs: list[tuple[str, str, str, dict[str, Any]]], workers: int) -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    n_pdf = sum(1 for j in jobs if j[1] == "pdf")
+    if workers <= 1 or n_pdf < 2:
+        for job in tqdm(jobs, desc="parse", unit="doc", disable=len(jobs) < 20):
+            results[job[0]] = _parse_job(job)
+        return results
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+        futures = {pool.submit(_parse_job, job): job for job in jobs}
+        for fut in tqdm(as_completed(futures), total=len(futures), desc="parse", unit="doc"):
+            job = futures[fut]
+            try:
+                results[job[0]] = fut.result()
+            except Exception as exc:  # a worker died (out of memory, segfault in a C library)
+                results[job[0]] = {"doc_id": job[0], "blocks": [], "n_pages": 0, "warnings": [],
+                                   "error": f"worker failed: {type(exc).__name__}: {exc}"}
+    return results
+
+
+def parse_corpus(
+    root: Path, metadata: pl.DataFrame, cfg: ParseConfig
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Parse every document of ``metadata`` under ``root`` -> (documents, blocks)."""
+    root = Path(root)
+    ids = metadata["id"].to_list()
+    found = find_documents(root, ids, cfg)
+    cfg_values = {
+        "workers": cfg.workers, "priority": list(cfg.priority), "search": dict(cfg.search),
+        "tables": cfg.tables, "min_gutter": cfg.min_gutter, "heading_ratio": cfg.heading_ratio,
+    }
+    jobs = [(doc_id, hits[0][0], str(hits[0][1]), cfg_values) for doc_id, hits in found.items() if hits]
+    results = _run_jobs(jobs, cfg.n_workers)
+
+    doc_rows: list[dict[str, Any]] = []
+    block_rows: list[dict[str, Any]] = []
+    for meta in metadata.iter_rows(named=True):
+        doc_id = meta["id"]
+        hits = found[doc_id]
+        row = {
+            "doc_id": doc_id, "title": meta["title"], "url": meta["url"], "year": meta["year"],
+            "type": meta["type"], "citation": meta["citation"], "source": "", "format": "",
+            "n_pages": 0, "n_blocks": 0, "status": "error", "error": "", "warnings": [],
+        }
+        if not hits:
+            looked = ", ".join(
+                str((d.relative_to(root) if d != root else Path(".")) / f"{doc_id}{_EXT[f]}")
+                for f in cfg.priority for d in _search_dirs(root, cfg, f)
+            )
+            row["error"] = (f"no document file found (looked for {looked}); add the file or remove "
+                            "the metadata row")
+            doc_rows.append(row)
+            continue
+        fmt, path = hits[0]
+        res = results[doc_id]
+        row.update(source=_rel(path, root), format=fmt, n_pages=int(res["n_pages"] or 0))
+        warnings = list(res["warnings"])
+        if len(hits) > 1:
+            others = ", ".join(_rel(p, root) for _, p in hits[1:])
+            warnings.append(f"also found {others}; used {_rel(path, root)} (parse.priority)")
+        if res["error"]:
+            row["error"] = res["error"]
+        else:
+            blocks = [b for b in res["blocks"] if (b.get("text") or "").strip()]
+            for i, b in enumerate(blocks):
+                block_rows.append({
+                    "doc_id": doc_id, "page": int(b.get("page") or 1), "order": i,
+                    "kind": b.get("kind") or "text", "text": b["text"],
+                    "font_size": None if b.get("font_size") is None else float(b["font_size"]),
+                    "level": None if b.get("level") is None else int(b["level"]),
+                })
+            row["n_blocks"] = len(blocks)
+            if not blocks:
+                row["error"] = "no text extracted"
+            else:
+                row["status"] = "warning" if warnings else "ok"
+        row["warnings"] = warnings
+        doc_rows.append(row)
+    for doc_id, path in find_orphans(root, set(ids), cfg):
+        doc_rows.append({
+            "doc_id": doc_id, "title": "", "url": "", "year": "", "type": "", "citation": "",
+            "source": _rel(path, root), "format": path.suffix.lstrip("."), "n_pages": 0,
+            "n_blocks": 0, "status": "error",
+            "error": "file has no row in metadata.csv; add one (id,type,title,year,citation,url) to include it",
+            "warnings": [],
+        })
+    documents = pl.DataFrame(doc_rows, schema=DOCUMENTS_SCHEMA).sort("doc_id")
+    blocks = pl.DataFrame(block_rows, schema=BLOCKS_SCHEMA).sort(["doc_id", "order"])
+    return documents, blocks
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def log_summary(documents: pl.DataFrame, logger: logging.Logger) -> None:
+    counts = {s: documents.filter(pl.col("status") == s).height for s in ("ok", "warning", "error")}
+    logger.info(
+        "parsed %d documents: %d ok, %d with warnings, %d failed",
+        documents.height, counts["ok"], counts["warning"], counts["error"],
+    )
+    for row in documents.filter(pl.col("status") != "ok").iter_rows(named=True):
+        if row["status"] == "error":
+            logger.warning("document %s (%s): %s", row["doc_id"], row["source"] or "-", row["error"])
+        else:
+            for w in row["warnings"]:
+                logger.warning("document %s (%s): %s", row["doc_id"], row["source"], w)
+
+
+def document_problems(documents: pl.DataFrame, limit: int = 50) -> dict[str, Any]:
+    """``{"what": "documents", "count": N, "items": ["id (source): reason", ...]}`` for the
+    documents with status error or warning (the runner lists them at the end of the run)."""
+    bad = documents.filter(pl.col("status") != "ok").sort(["status", "doc_id"])
+    items = []
+    for row in bad.head(limit).iter_rows(named=True):
+        reason = row["error"] if row["status"] == "error" else "; ".join(row["warnings"])
+        where = f" ({row['source']})" if row["source"] else ""
+        items.append(f"{row['doc_id']}{where} {row['status']}: {reason}")
+    return {"what": "documents", "count": bad.height, "items": items}
+
+
+def parse_summary(documents: pl.DataFrame, blocks: pl.DataFrame) -> dict[str, Any]:
+    """The parse stage's figures: counts by status and format, and the problem list."""
+    problems = document_problems(documents)
+    return {
+        "n_documents": documents.height,
+        "n_ok": documents.filter(pl.col("status") == "ok").height,
+        "n_warning": documents.filter(pl.col("status") == "warning").height,
+        "n_error": documents.filter(pl.col("status") == "error").height,
+        "n_problems": problems["count"],
+        "n_blocks": blocks.height,
+        "formats": dict(sorted(Counter(f for f in documents["format"].to_list() if f).items())),
+        "problems": problems,
+    }

@@ -1,0 +1,442 @@
+"""Voting: abstention-aware majority vote over the samples of each question.
+
+KohakuRAG (kohaku_spec.md §7) votes on exact ``answer_value`` strings, copies the whole output
+row from one run (so answer/explanation/ref_url can disagree with the voted refs) and checks
+the ``blank`` tie-break before dropping blanks. Here:
+
+- values are grouped by their canonical form (``kohaku.values.same``: "1,000" = "1000.0" =
+  "1e3"); ``vote.canonical=false`` restores raw-string voting for ablations;
+- with ``ignore_blank`` blanks are dropped whenever any sample answers;
+- refs come only from the samples that agree with the winner (``ref_mode``);
+- the output row is consistent: answer and explanation come from an agreeing sample holding
+  the chosen refs, ``ref_url`` is rebuilt from the parse stage's ``documents`` table;
+- ``agreement`` (winner weight / all weight) is kept for calibration.
+
+The voting core :func:`vote` is a pure function over a long table of candidates
+(qid, source_idx, answer_value, ref_id list, answer, explanation, is_blank); the same function
+serves ``scripts/ensemble.py`` (sources = submission files instead of samples).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from kohaku.config import ConfigError
+from kohaku.submission import (
+    BLANK_ANSWER,
+    answers_to_submission,
+    check_ids,
+    parse_ref_list,
+    require_columns,
+)
+from kohaku.values import BLANK, Canonical, canonical, is_blank_value, render, same
+
+log = logging.getLogger("kohaku.vote")
+
+REF_MODES = ("answer_priority", "union", "intersection", "majority")
+TIEBREAKS = ("first", "priority", "random", "blank")
+CANDIDATE_COLUMNS = ("qid", "source_idx", "answer_value", "ref_id", "answer", "explanation", "is_blank")
+
+
+@dataclass
+class VoteConfig:
+    n_samples: int | None = None  # use the first n samples per question (None: all)
+    ignore_blank: bool = True  # drop blank samples when any sample answers
+    ref_mode: str = "answer_priority"  # answer_priority | union | intersection | majority
+    tiebreak: str = "first"  # first | priority | random | blank
+    weights: list[float] | None = None  # vote weight per source_idx (None: all 1)
+    seed: int = 0  # for tiebreak=random (drawn per question from sha256(seed, qid))
+    canonical: bool = True  # vote on canonical values; false = raw strings (KohakuRAG)
+
+    def validate(self) -> None:
+        if self.ref_mode not in REF_MODES:
+            raise ConfigError(f"vote.ref_mode='{self.ref_mode}'; use one of {', '.join(REF_MODES)}")
+        if self.tiebreak not in TIEBREAKS:
+            raise ConfigError(f"vote.tiebreak='{self.tiebreak}'; use one of {', '.join(TIEBREAKS)}")
+        if self.n_samples is not None and int(self.n_samples) < 1:
+            raise ConfigError(f"vote.n_samples={self.n_samples}; use a positive integer or null")
+        if self.weights is not None:
+            if any(float(w) < 0 for w in self.weights):
+                raise ConfigError(f"vote.weights={self.weights}: weights must be >= 0")
+
+
+@dataclass
+class _Cand:
+    pos: int
+    source: int
+    weight: float
+    raw: str
+    value: Canonical
+    refs: list[str]
+    row: dict[str, Any]
+    blank: bool
+
+
+def _matches(a: _Cand, b: _Cand, use_canonical: bool) -> bool:
+    if a.blank or b.blank:
+        return a.blank and b.blank
+    if use_canonical:
+        return same(a.value, b.value)
+    return a.raw == b.raw
+
+
+def _seeded_rng(seed: int, qid: str) -> random.Random:
+    digest = hashlib.sha256(f"{seed}:{qid}".encode()).hexdigest()
+    return random.Random(int(digest[:16], 16))
+
+
+def _choose_refs(members: list[_Cand], mode: str) -> tuple[list[str], bool]:
+    """(refs, fell_back) for the agreeing members, in first-occurrence order."""
+    with_refs = [m for m in members if m.refs] or members
+
+    def majority_set() -> list[str]:
+        weights: dict[frozenset[str], float] = {}
+        first: dict[frozenset[str], list[str]] = {}
+        for m in with_refs:
+            key = frozenset(m.refs)
+            weights[key] = weights.get(key, 0.0) + m.weight
+            first.setdefault(key, m.refs)
+        best = max(weights.values())
+        for key, refs in first.items():  # dict order = first occurrence: ties go to the first
+            if abs(weights[key] - best) <= 1e-9:
+                return list(refs)
+        return []  # pragma: no cover
+
+    if mode == "answer_priority":
+        return majority_set(), False
+    ordered: list[str] = []
+    for m in with_refs:
+        ordered.extend(r for r in m.refs if r not in ordered)
+    if mode == "union":
+        return ordered, False
+    if mode == "intersection":
+        common = set(with_refs[0].refs)
+        for m in with_refs[1:]:
+            common &= set(m.refs)
+        if common:
+            return [r for r in ordered if r in common], False
+        return majority_set(), True
+    # majority: ids cited by more than half of the agreeing weight; else the most cited ids
+    total = sum(m.weight for m in with_refs)
+    count = {r: sum(m.weight for m in with_refs if r in m.refs) for r in ordered}
+    chosen = [r for r in ordered if count[r] > total / 2]
+    if not chosen and count:
+        best = max(count.values())
+        chosen = [r for r in ordered if abs(count[r] - best) <= 1e-9]
+    return chosen, False
+
+
+def _vote_one(qid: str, cands: list[_Cand], cfg: VoteConfig, extra: dict[str, Any]) -> dict[str, Any]:
+    total = sum(c.weight for c in cands)
+    n_blank = sum(c.blank for c in cands)
+    pool = cands
+    if cfg.ignore_blank and any(not c.blank for c in cands):
+        pool = [c for c in cands if not c.blank]
+    groups: list[list[_Cand]] = []
+    for c in pool:
+        for g in groups:
+            if _matches(g[0], c, cfg.canonical):
+                g.append(c)
+                break
+        else:
+            groups.append([c])
+    weight = [sum(m.weight for m in g) for g in groups]
+    best = max(weight)
+    tied = [g for g, w in zip(groups, weight) if abs(w - best) <= 1e-9]
+    winner: list[_Cand] | None = tied[0]
+    if len(tied) > 1:
+        if cfg.tiebreak == "priority":
+            winner = max(tied, key=lambda g: max(m.weight for m in g))  # max keeps the first on ties
+        elif cfg.tiebreak == "random":
+            winner = _seeded_rng(cfg.seed, qid).choice(tied)
+        elif cfg.tiebreak == "blank":
+            winner = None
+    agreement = (best / total) if total > 0 else 0.0
+    base = {"qid": qid, "agreement": agreement, "n_votes": len(cands), "n_blank": n_blank}
+    if winner is None or winner[0].blank:
+        rep = winner[0] if winner else cands[0]
+        out = {
+            **base,
+            "answer": BLANK_ANSWER,
+            "answer_value": BLANK,
+            "ref_id": [],
+            "explanation": BLANK,
+            "is_blank": True,
+            "source_idx": rep.source if winner else None,
+            "ref_fallback": False,
+        }
+        out.update({k: BLANK if dtype == pl.String else None for k, dtype in extra.items()})
+        return out
+    refs, fell_back = _choose_refs(winner, cfg.ref_mode)
+    rep = next((m for m in winner if set(m.refs) == set(refs)), None)
+    rep = rep or next((m for m in winner if m.refs), winner[0])
+    value = render(rep.value) if cfg.canonical else rep.raw
+    out = {
+        **base,
+        "answer": str(rep.row.get("answer") or "").strip(),
+        "answer_value": value,
+        "ref_id": refs,
+        "explanation": str(rep.row.get("explanation") or "").strip(),
+        "is_blank": False,
+        "source_idx": rep.source,
+        "ref_fallback": fell_back,
+    }
+    out.update({k: rep.row.get(k) for k in extra})
+    return out
+
+
+ANSWER_SCHEMA: dict[str, Any] = {
+    "qid": pl.String,
+    "answer": pl.String,
+    "answer_value": pl.String,
+    "ref_id": pl.List(pl.String),
+    "explanation": pl.String,
+    "is_blank": pl.Boolean,
+    "agreement": pl.Float64,
+    "n_votes": pl.Int64,
+    "n_blank": pl.Int64,
+    "source_idx": pl.Int64,
+    "ref_fallback": pl.Boolean,
+}
+
+
+def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None) -> pl.DataFrame:
+    """Vote over a long table of candidate answers; one output row per qid (first-seen order).
+
+    candidates: qid str, source_idx int (priority order: lower first), answer_value str,
+    ref_id list[str] (or a ref string), answer str, explanation str, is_blank bool. Extra
+    columns are copied from the representative (agreeing) candidate.
+    A candidate is blank if ``is_blank`` is set or its value is a blank token.
+    """
+    cfg = cfg or VoteConfig()
+    cfg.validate()
+    missing = [c for c in CANDIDATE_COLUMNS if c not in candidates.columns]
+    if missing:
+        raise ConfigError(f"vote: candidate table lacks column(s) {missing}; has {candidates.columns}")
+    extra = {
+        c: candidates.schema[c]
+        for c in candidates.columns
+        if c not in CANDIDATE_COLUMNS and c not in ANSWER_SCHEMA
+    }
+    by_qid: dict[str, list[_Cand]] = {}
+    for pos, row in enumerate(candidates.to_dicts()):
+        src = int(row["source_idx"])
+        if cfg.weights is not None:
+            if not 0 <= src < len(cfg.weights):
+                raise ConfigError(
+                    f"vote.weights has {len(cfg.weights)} entries but source_idx {src} occurs "
+                    f"(qid '{row['qid']}'); give one weight per source"
+                )
+            weight = float(cfg.weights[src])
+        else:
+            weight = 1.0
+        raw = str(row["answer_value"] if row["answer_value"] is not None else "").strip()
+        value = canonical(raw)
+        refs = parse_ref_list(row["ref_id"])
+        blank = bool(row["is_blank"]) or is_blank_value(raw) or (cfg.canonical and value.kind == "blank")
+        by_qid.setdefault(str(row["qid"]), []).append(
+            _Cand(pos, src, weight, raw, value, refs, row, blank)
+        )
+    rows = []
+    for qid, cands in by_qid.items():
+        cands.sort(key=lambda c: (c.source, c.pos))
+        rows.append(_vote_one(qid, cands, cfg, extra))
+    schema = dict(ANSWER_SCHEMA)
+    schema.update(extra)
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    return pl.DataFrame(rows, schema=schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# from the infer stage's generations to answers
+
+
+def generations_to_candidates(generations: pl.DataFrame, n_samples: int | None) -> pl.DataFrame:
+    """Candidates from the infer stage: per qid the last attempt only, first ``n_samples``."""
+    need = ("qid", "attempt", "sample_idx", "answer_value", "ref_id", "answer", "explanation", "is_blank")
+    missing = [c for c in need if c not in generations.columns]
+    if missing:
+        raise ConfigError(f"infer/generations lacks column(s) {missing}; has {generations.columns}")
+    g = generations
+    valid = pl.col("valid").fill_null(False) if "valid" in g.columns else pl.lit(True)
+    g = g.filter(pl.col("attempt") == pl.col("attempt").max().over("qid"))
+    g = g.sort(["qid", "sample_idx"])
+    if n_samples is not None:
+        g = g.filter(pl.int_range(pl.len()).over("qid") < int(n_samples))
+    keep = ["supporting_materials"] if "supporting_materials" in g.columns else []
+    return g.select(
+        pl.col("qid").cast(pl.String),
+        pl.col("sample_idx").cast(pl.Int64).alias("source_idx"),
+        pl.col("answer_value").cast(pl.String).fill_null(""),
+        pl.col("ref_id").fill_null([]),
+        pl.col("answer").cast(pl.String).fill_null(""),
+        pl.col("explanation").cast(pl.String).fill_null(""),
+        (pl.col("is_blank").fill_null(True) | ~valid).alias("is_blank"),
+        *[pl.col(c).cast(pl.String) for c in keep],
+    )
+
+
+def finalize_answers(
+    voted: pl.DataFrame, questions: pl.DataFrame, documents: pl.DataFrame
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Answers in question order with answer_unit, ref_url and supporting_materials filled.
+
+    Questions without candidates become blank rows (n_votes 0). Ref ids that are not in the
+    documents table keep their place in ref_id but get no ref_url.
+    """
+    urls = dict(zip(documents["doc_id"].to_list(), documents["url"].to_list()))
+    titles = (
+        dict(zip(documents["doc_id"].to_list(), documents["title"].to_list()))
+        if "title" in documents.columns
+        else {}
+    )
+    by_qid = {r["qid"]: r for r in voted.to_dicts()}
+    rows = []
+    unknown: set[str] = set()
+    n_unanswered = 0
+    for q in questions.select("qid", "answer_unit").to_dicts():
+        a = by_qid.get(q["qid"])
+        if a is None:
+            n_unanswered += 1
+            a = {
+                "qid": q["qid"], "answer": BLANK_ANSWER, "answer_value": BLANK, "ref_id": [],
+                "explanation": BLANK, "is_blank": True, "agreement": 0.0, "n_votes": 0,
+                "n_blank": 0, "source_idx": None, "ref_fallback": False,
+            }
+        refs = list(a["ref_id"] or [])
+        ref_url = [urls[r] for r in refs if r in urls and urls[r]]
+        unknown.update(r for r in refs if r not in urls)
+        support = a.get("supporting_materials")
+        if a["is_blank"]:
+            support = BLANK
+        elif not support or is_blank_value(support):
+            names = [str(titles.get(r) or "").strip() for r in refs if titles.get(r)]
+            support = " | ".join(names) if names else BLANK
+        rows.append(
+            {
+                "qid": q["qid"],
+                "answer": a["answer"],
+                "answer_value": a["answer_value"],
+                "answer_unit": q["answer_unit"] if q["answer_unit"] else BLANK,
+                "ref_id": refs,
+                "ref_url": ref_url,
+                "supporting_materials": support,
+                "explanation": a["explanation"],
+                "is_blank": bool(a["is_blank"]),
+                "agreement": float(a["agreement"]),
+                "n_votes": int(a["n_votes"]),
+                "n_blank": int(a["n_blank"]),
+                "source_idx": a["source_idx"],
+                "ref_fallback": bool(a["ref_fallback"]),
+            }
+        )
+    schema = {
+        "qid": pl.String, "answer": pl.String, "answer_value": pl.String, "answer_unit": pl.String,
+        "ref_id": pl.List(pl.String), "ref_url": pl.List(pl.String), "supporting_materials": pl.String,
+        "explanation": pl.String, "is_blank": pl.Boolean, "agreement": pl.Float64,
+        "n_votes": pl.Int64, "n_blank": pl.Int64, "source_idx": pl.Int64, "ref_fallback": pl.Boolean,
+    }
+    answers = pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+    stats = {"n_unanswered": n_unanswered, "unknown_refs": sorted(unknown)}
+    return answers, stats
+
+
+def vote_generations(generations: pl.DataFrame, questions: pl.DataFrame, documents: pl.DataFrame,
+                     cfg: VoteConfig) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """(answers, submission, summary) from the infer stage's generations."""
+    candidates = generations_to_candidates(generations, cfg.n_samples)
+    answers, stats = finalize_answers(vote(candidates, cfg), questions, documents)
+    if stats["n_unanswered"]:
+        log.warning("%d question(s) have no generations; written as blank", stats["n_unanswered"])
+    if stats["unknown_refs"]:
+        log.warning("ref id(s) not in the corpus metadata (kept in ref_id, no ref_url): %s",
+                    ", ".join(stats["unknown_refs"][:10]))
+    n = answers.height
+    summary = {
+        "n_questions": n,
+        "n_blank": int(answers["is_blank"].sum()) if n else 0,
+        "mean_agreement": float(answers["agreement"].mean()) if n else 0.0,  # type: ignore[arg-type]
+        "mean_votes": float(answers["n_votes"].mean()) if n else 0.0,  # type: ignore[arg-type]
+        "n_unanswered": stats["n_unanswered"],
+        "n_unknown_refs": len(stats["unknown_refs"]),
+        "n_ref_fallback": int(answers["ref_fallback"].sum()) if n else 0,
+    }
+    return answers, answers_to_submission(answers, questions), summary
+
+
+# ---------------------------------------------------------------------------------------------
+# ensembles of submission files (scripts/ensemble.py)
+
+
+def ensemble_submissions(
+    submissions: list[pl.DataFrame],
+    cfg: VoteConfig | None = None,
+    urls: dict[str, str] | None = None,
+    names: list[str] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Vote submission tables question by question (list order = priority order).
+
+    Returns (answers, submission). A row is a blank vote when its answer_value is blank. ref_url
+    comes from ``urls`` (doc id -> url, e.g. metadata.csv) when given, else from the ref_id /
+    ref_url pairs of the inputs. Question text and answer_unit come from the first input that
+    has the question; output rows follow the first appearance of each id.
+    """
+    names = names or [f"input {i + 1}" for i in range(len(submissions))]
+    frames = []
+    questions: dict[str, dict[str, str]] = {}
+    seen_urls: dict[str, str] = {}
+    for idx, (df, name) in enumerate(zip(submissions, names)):
+        require_columns(df, ("id", "answer_value", "ref_id"), name)
+        check_ids(df, name)
+        df = df.with_columns(pl.all().cast(pl.String).fill_null(""))
+        rows = df.to_dicts()
+        for r in rows:
+            qid = r["id"].strip()
+            questions.setdefault(
+                qid, {"qid": qid, "question": r.get("question", ""), "answer_unit": r.get("answer_unit", "")}
+            )
+            ids, links = parse_ref_list(r["ref_id"]), parse_ref_list(r.get("ref_url", ""))
+            if len(ids) == len(links):
+                for d, u in zip(ids, links):
+                    seen_urls.setdefault(d, u)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "qid": [r["id"].strip() for r in rows],
+                    "source_idx": [idx] * len(rows),
+                    "answer_value": [r["answer_value"] for r in rows],
+                    "ref_id": [parse_ref_list(r["ref_id"]) for r in rows],
+                    "answer": [r.get("answer", "") for r in rows],
+                    "explanation": [r.get("explanation", "") for r in rows],
+                    "is_blank": [is_blank_value(r["answer_value"]) for r in rows],
+                    "supporting_materials": [r.get("supporting_materials", "") for r in rows],
+                },
+                schema={
+                    "qid": pl.String, "source_idx": pl.Int64, "answer_value": pl.String,
+                    "ref_id": pl.List(pl.String), "answer": pl.String, "explanation": pl.String,
+                    "is_blank": pl.Boolean, "supporting_materials": pl.String,
+                },
+            )
+        )
+    candidates = pl.concat(frames) if frames else pl.DataFrame(schema={c: pl.String for c in CANDIDATE_COLUMNS})
+    voted = vote(candidates, cfg)
+    urls = dict(urls) if urls is not None else seen_urls
+    documents = pl.DataFrame(
+        {"doc_id": list(urls), "url": list(urls.values())}, schema={"doc_id": pl.String, "url": pl.String}
+    )
+    qtable = pl.DataFrame(
+        list(questions.values()), schema={"qid": pl.String, "question": pl.String, "answer_unit": pl.String}
+    )
+    voted = voted.with_columns(
+        pl.when(pl.col("is_blank")).then(pl.lit(BLANK)).otherwise(pl.col("supporting_materials"))
+        .alias("supporting_materials")
+    )
+    answers, _ = finalize_answers(voted, qtable, documents)
+    return answers, answers_to_submission(answers, qtable)
