@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from omegaconf import OmegaConf
+import yaml
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def _read_overrides(run_dir: Path, data: dict[str, Any]) -> list[str]:
     file = run_dir / ".hydra" / "overrides.yaml"
     if file.is_file():
         try:
-            return [str(x) for x in (OmegaConf.load(file) or [])]
+            return [str(x) for x in (yaml.safe_load(file.read_text()) or [])]
         except Exception as exc:  # noqa: BLE001 - a bad file only loses the overrides
             log.warning("%s: cannot read (%s); run listed without overrides", file, exc)
     return []
