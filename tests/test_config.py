@@ -66,3 +66,69 @@ def test_run_script_accepts_plus_experiment(repo):
         capture_output=True, text=True, cwd=repo, check=True,
     ).stdout
     assert "max_context_tokens: 600" in out
+
+
+def _stages():
+    from kohaku.pipeline import Registry
+
+    registry = Registry()
+    return [registry.get(name) for name in registry.names]
+
+
+@pytest.mark.parametrize(
+    "group,option",
+    [(g, p.stem) for g in GROUPS if g != "llm" for p in sorted((CONF / g).glob("*.yaml"))],
+)
+def test_every_group_option_builds_its_dataclass(group, option):
+    """Every option of every typed group composes over its schema and builds the stage's
+    dataclass (validate() included): a YAML key the dataclass lacks, a wrongly typed value or
+    an invalid setting fails here, not in the middle of a run."""
+    cfg = compose([f"{group}={option}"])
+    typed = [(s, key) for s in _stages() for key in s.configs if key == group]
+    assert typed, f"no stage declares a dataclass for config group '{group}'"
+    for stage, key in typed:
+        built = stage.typed(cfg, key)
+        assert type(built) is stage.configs[key]
+
+
+def test_group_yaml_sets_only_what_differs_from_the_dataclass():
+    """The dataclass is the single source of defaults: a group's YAML options list the schema
+    and set only keys whose value differs from the dataclass default (or interpolate)."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    schemas = {key: cls for s in _stages() for key, cls in s.configs.items() if "." not in key}
+    for group, cls in schemas.items():
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for path in sorted((CONF / group).glob("*.yaml")):
+            raw = OmegaConf.load(path)
+            assert list(raw.defaults) == [f"{group}_schema", "_self_"], path.name
+            for key in raw:
+                if key == "defaults":
+                    continue
+                assert key in fields, f"{group}/{path.name}: {key} is not a field of {cls.__name__}"
+                f = fields[key]
+                if OmegaConf.is_interpolation(raw, key) or f.default is dataclasses.MISSING and \
+                        f.default_factory is dataclasses.MISSING:
+                    continue
+                default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                value = OmegaConf.to_container(raw, resolve=False)[key]
+                assert value != default, f"{group}/{path.name}: {key}={value!r} repeats the default"
+
+
+def test_cache_key_hashes_the_built_config_so_code_defaults_count():
+    from kohaku.pipeline import Registry
+    from kohaku.retrieval.retrieve import RetrieveConfig
+
+    retrieve = Registry().get("retrieve")
+    cfg = compose()
+    raw = OmegaConf.to_container(cfg.retrieve, resolve=True)
+    sliced = retrieve.config_slice(cfg)["retrieve"]
+    assert sliced["top_k"] == RetrieveConfig().top_k and sliced["separator"] == RetrieveConfig().separator
+    assert set(sliced) == {f for f in RetrieveConfig.__dataclass_fields__}
+    assert sliced == raw  # the schema gives the YAML every key; the slice is the built dataclass
+    assert retrieve.config_slice(compose(["retrieve.top_k=8"]))["retrieve"]["top_k"] == 8
+    # a slice that leaves keys out still hashes their code defaults
+    bare = retrieve.config_slice(OmegaConf.create({"retrieve": {}, "embed": {}}))
+    assert bare["retrieve"] == sliced and bare["embed"]["model"] == cfg.embed.model

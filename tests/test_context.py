@@ -188,3 +188,50 @@ def test_span_config_validation():
     with pytest.raises(ValueError, match="expand"):
         ContextBuilder(VIEW, RenderConfig(expand="section"))
     assert build(RetrieveConfig, {}, "retrieve").render().expand == "span"
+
+
+@pytest.mark.parametrize("separator,block_format", [
+    ("\n---\n", "[ref_id={doc_id}] {heading}{text}"),                 # the default
+    ("\n\n=====\n\n", "<document id=\"{doc_id}\">\n{heading}{text}\n</document>"),
+    ("\n###\n", "Source {doc_id} ({section}): {text}"),
+])
+def test_trimming_and_citations_follow_the_blocks_whatever_the_format(separator, block_format):
+    """The context carries its blocks and their documents; the answering step trims whole blocks
+    from the end and lets the model cite only the documents of the blocks it kept, whatever
+    ``retrieve.separator`` and ``retrieve.block_format`` say (no marker is parsed back)."""
+    from kohaku.answering import InferConfig, build_messages, run_infer
+    from kohaku.llm.fake import FakeBackend
+    from kohaku.pipeline import option_values
+    from kohaku.retrieval.retrieve import CONTEXTS_SCHEMA
+
+    builder = ContextBuilder(VIEW, RenderConfig(separator=separator, block_format=block_format))
+    ranked = [ROW["e#s1.p1.t1"], ROW["d#s2.p2.t1"], ROW["d#s1.p1.t1"]]
+    ctx = builder.build(ranked, 2000)
+    assert ctx.context == separator.join(ctx.blocks) and ctx.block_doc_ids == ["e", "d", "d"]
+    contexts = pl.DataFrame([{
+        "qid": "q1", "attempt": 0, "k": 4, "context": ctx.context, "doc_ids": ctx.doc_ids,
+        "node_ids": ctx.node_ids, "n_tokens": ctx.n_tokens, "budget": 2000, "n_blocks": ctx.n_blocks,
+        "blocks": ctx.blocks, "block_doc_ids": ctx.block_doc_ids, "separator": separator,
+    }], schema=CONTEXTS_SCHEMA)
+    questions = pl.DataFrame({"qid": ["q1"], "question": ["Which sentence is the hit?"],
+                              "answer_unit": ["is_blank"]})
+    cfg = build(InferConfig, {**option_values("infer", "default"), "max_retries": 0, "max_tokens": 64},
+                "infer")
+    empty = build_messages(cfg.templates, context="", question="Which sentence is the hit?",
+                           answer_unit="is_blank", qid="q1")
+    overhead = sum(count_tokens(m["content"]) for m in empty)
+    # room for exactly the first block: the second one (and the third) must go
+    room = count_tokens(ctx.blocks[0]) + cfg.max_tokens + overhead + cfg.context_margin
+    fake = FakeBackend(max_context=room)
+    gens, summary = run_infer(questions, contexts, fake, cfg)
+    sent = fake.calls[0][0]
+    text = sent.messages[-1]["content"]
+    assert ctx.blocks[0] in text and ctx.blocks[1] not in text and ctx.blocks[2] not in text
+    assert sent.json_schema["properties"]["ref_id"]["items"]["enum"] == ["e"]
+    assert summary["trimmed"] == 1 and gens["trimmed_snippets"].to_list() == [2]
+    assert gens["ref_id"].to_list() == [["e"]]
+    # with room for everything, both documents may be cited and nothing is trimmed
+    fake = FakeBackend(max_context=room + 500)
+    gens, summary = run_infer(questions, contexts, fake, cfg)
+    assert fake.calls[0][0].json_schema["properties"]["ref_id"]["items"]["enum"] == ["e", "d"]
+    assert summary["trimmed"] == 0 and separator.join(ctx.blocks) in fake.calls[0][0].messages[-1]["content"]
