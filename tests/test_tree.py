@@ -192,3 +192,31 @@ def test_wattbot_segmentation_targets(wattbot_root):
     # a few sections a reader would expect
     titles = set(nodes.filter(pl.col("kind") == "section")["text"].to_list())
     assert {"1 Introduction", "2 Methods", "2.1 Models", "I. INTRODUCTION", "Abstract"} <= titles
+
+
+def test_documents_left_out_of_the_tree_are_named(tmp_path, caplog):
+    """Readable documents whose text does not survive segmentation (a heading alone, a page
+    number, a running header) are named with the reason in the log and the run's problems."""
+    from kohaku.parsing import BLOCKS_SCHEMA, DOCUMENTS_SCHEMA
+    from kohaku.pipeline import StageRecord, problem_lines
+
+    ids = ["dummy", "pageno", "header"]
+    texts = [("heading", "Dummy PDF file"), ("text", "3"), ("text", "Page 1 of 1")]
+    docs = pl.DataFrame([{"doc_id": d, "title": "Dummy PDF file", "url": "", "year": "", "type": "",
+                          "citation": "", "source": f"pdfs/{d}.pdf", "format": "pdf", "n_pages": 1,
+                          "n_blocks": 1, "status": "ok", "error": "", "warnings": []} for d in ids],
+                        schema=DOCUMENTS_SCHEMA)
+    blocks = pl.DataFrame([{"doc_id": d, "page": 1, "order": 0, "kind": k, "text": t, "font_size": None,
+                            "level": None} for d, (k, t) in zip(ids, texts)], schema=BLOCKS_SCHEMA)
+    parse_dir = write_tables(tmp_path / "parse", {"documents": docs, "blocks": blocks})
+    ctx = make_ctx(tree_stage.STAGE, {"tree": {"mode": "hier"}}, tmp_path / "out", {"parse": parse_dir})
+    with caplog.at_level("WARNING"):
+        out = tree_stage.STAGE.compute(ctx)
+    assert out["nodes"].height == 0
+    problems = ctx.summary["problems"]
+    assert problems["count"] == 3 and problems["what"] == "documents"
+    for doc_id, item in zip(sorted(ids), problems["items"]):
+        assert item.startswith(f"{doc_id}: left out of the tree: no text left after segmentation")
+    assert all(f"document {d}:" in caplog.text for d in ids)
+    record = StageRecord("k", "p", False, 0.0, ctx.summary)
+    assert problem_lines({"tree": record}) == [("tree: 3 documents with problems", problems["items"])]

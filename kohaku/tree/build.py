@@ -152,7 +152,7 @@ def build_tree(documents: pl.DataFrame, blocks: pl.DataFrame, cfg: TreeConfig,
         if not sections:
             n_chars = sum(len(b["text"] or "") for b in doc_blocks)
             _drop(dropped, doc["doc_id"], f"no text left after segmentation ({len(doc_blocks)} block(s), "
-                  f"{n_chars} characters: too short for a sentence)")
+                  f"{n_chars} characters; headings, page numbers and running headers are not text)")
             continue
         rows.extend(document_nodes(doc["doc_id"], title, sections))
     return pl.DataFrame(rows, schema=NODES_SCHEMA)
