@@ -39,6 +39,7 @@ from kohaku.corpus import CorpusError
 from kohaku.services import Services
 from kohaku.stage import Stage, StageContext
 from kohaku.stages import STAGE_MODULES, get_stage
+from kohaku.versions import library_versions
 
 log = logging.getLogger("kohaku.pipeline")
 
@@ -352,7 +353,7 @@ class Runner:
                 "seconds": round(seconds, 3),
                 "rows": rows,
                 "summary": ctx.summary,
-                "libraries": _versions(),
+                "libraries": library_versions(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }
             self.artifacts[stage.name] = self.store.commit(
@@ -379,6 +380,7 @@ class Runner:
             "status": status,
             "error": error,
             "failed_stage": self.current if status == "failed" else None,
+            "libraries": library_versions(),
         }
         _write_json(self.run_dir / "run.json", data)
 
