@@ -441,8 +441,8 @@ def score_frames(
         warnings.append(f"{len(extra)} {sub_name} id(s) not in {sol_name}, ignored: "
                         + ", ".join(extra[:10]) + (" ..." if len(extra) > 10 else ""))
     if malformed:
-        warnings.append(f"{len(malformed)} malformed ref list(s) in {sol_name} read as one token each: "
-                        + "; ".join(malformed[:5]))
+        warnings.append(f"{len(malformed)} malformed ref list(s) read as one token each "
+                        "(write them as ['id1','id2']): " + "; ".join(malformed[:5]))
     for w in warnings:
         log.warning(w)
 
