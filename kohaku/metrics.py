@@ -359,8 +359,7 @@ def score_frames(
             + (f"; ... {len(issues) - 10} more" if len(issues) > 10 else "")
             + "; fix them, or score without --strict to get warnings"
         )
-    sol_issues = [i for i in scoring_issues(solutions.select(
-        [c for c in ("id",) if c in solutions.columns]), sol_name)]
+    sol_issues = scoring_issues(solutions.select("id"), sol_name)  # empty or duplicate ids
 
     sub_rows = _keyed(submission)
     sol_keyed = [(reference_cell(t["id"]).strip(), t) for t in solutions.to_dicts()]
