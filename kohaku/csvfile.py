@@ -27,9 +27,11 @@ class CsvFileNotFound(KohakuError, FileNotFoundError):
 
 def read_csv_strings(path: str | Path, what: str, error: type[KohakuError],
                      warnings: list[str] | None = None,
-                     not_found: type[FileNotFoundError] = CsvFileNotFound) -> pl.DataFrame:
+                     not_found: type[FileNotFoundError] = CsvFileNotFound,
+                     skip_blank_lines: bool = False) -> pl.DataFrame:
     """The CSV at ``path`` (``what`` names it in messages); problems raise ``error``, a missing
-    file ``not_found`` (a FileNotFoundError), both naming the file."""
+    file ``not_found`` (a FileNotFoundError), both naming the file. ``skip_blank_lines`` drops
+    lines with no cell at all (as pandas, and so the competition's scorers, do)."""
     path = Path(path)
     if not path.is_file():
         raise not_found(f"{path}: {what} file not found; check the path (or the corpus "
@@ -54,7 +56,7 @@ def read_csv_strings(path: str | Path, what: str, error: type[KohakuError],
         df = pl.read_csv(
             io.BytesIO(text.replace("\r\n", "\n").encode("utf-8")),
             infer_schema=False,
-            empty_string_is_null=False,
+            empty_string_is_null=skip_blank_lines,
         )
     except Exception as exc:  # polars raises ComputeError and friends for malformed CSV
         raise error(f"{path}: cannot parse {what} as CSV ({exc}); check quoting") from exc
@@ -63,6 +65,8 @@ def read_csv_strings(path: str | Path, what: str, error: type[KohakuError],
     if duplicated:
         raise error(f"{path}: duplicate column name(s) {duplicated} in the {what} header; rename them")
     df = df.rename(dict(zip(df.columns, names)))
+    if skip_blank_lines and df.width:  # a blank line reads as a row of nulls
+        df = df.filter(~pl.all_horizontal(pl.all().is_null()))
     return df.with_columns(pl.col(c).fill_null("") for c in df.columns)
 
 

@@ -1,47 +1,64 @@
 """The WattBot 2025 metric: 0.75·value + 0.15·ref Jaccard + 0.10·NA (kohaku_spec.md §8).
 
-Two variants; always report which one produced a number (they differ by up to ±0.02):
+Two variants, each matching one reference scorer rule for rule (``scripts/score.py`` of the
+KohakuRAG_UI repository); always report which one produced a number:
 
 ``wattbot`` (default)
-    The metric as first distributed with the competition (Kaggle-style score.py): the
-    submission's ``answer_value`` is compared as written (no normalisation), and the NA
-    component is the mean over **all** rows of ``na_ok``, where a row whose truth is not blank
-    counts as correct.
+    The scorer's first commit (the Kaggle-style metric as distributed with the competition):
+    the submitted ``answer_value`` is compared as written, and NA is the mean over **all** rows
+    of ``na_ok``, where a row whose truth is not blank counts as correct.
 ``wattbot-recall``
-    Like the later UI-fork scorer: NA is the recall over truly-unanswerable rows (1.0 when there
-    are none), and the submission value is leniently normalised first (``kohaku.values``:
-    thousands separators, hedges, magnitude suffixes, true/false, ``a-b`` ranges, ...). A value
-    counts as correct if it matches either as written or normalised.
+    The scorer's latest commit: NA is the recall over truly-unanswerable rows (1.0 when there
+    are none), and the submitted value is normalised first (:func:`normalise_value`), and only
+    the normalised form is compared.
 
-Per row (both variants):
+Reading (both variants; the references read with ``pandas.read_csv``): a cell that pandas reads
+as missing (empty, ``NA``, ``N/A``, ``null``, ``None``, ``NaN``, ...:
+:data:`kohaku.submission.PANDAS_NA_TOKENS`) is the text ``nan``; it is neither blank (so an
+empty ``answer_value`` on an unanswerable question fails NA) nor an id (an empty ``ref_id`` is
+the one id ``nan``). Blank lines are skipped. Surrounding spaces of ids and header names are
+stripped (pandas keeps them; a kohaku leniency).
 
-- value (0.75): a blank truth is always correct. Otherwise both sides get the "list-ish" parse
-  (``[...]``: JSON after ' → ", else split on commas; elements are floats where possible,
-  lowercase strings otherwise; ``{...}``: a lowercase set). List vs list: order-insensitive; all
-  numeric → same length and sorted pairs within ``isclose(rel 1e-3, abs 1e-3)``; else equal
-  sorted lowercase strings. Numeric 2-list truth vs scalar: ``lo-1e-3 <= x <= hi+1e-3``. Other
-  list/scalar mixes: wrong. Scalars: both floats → isclose; else stripped lowercase equality.
-- ref (0.15): Jaccard of the ref sets. ``[...]`` is read as a JSON list after ' → "
-  (``ast.literal_eval`` as a second try); any other string, ``is_blank`` included, is ONE
-  lowercase token. Both empty → 1, one empty → 0. A ``[...]`` that neither reader accepts is
-  treated as one token and counted in ``n_malformed_refs`` (with a warning).
-- NA (0.10): a blank-truth row is correct iff the submitted ``answer_value`` is blank.
+Per row:
+
+- value (0.75): a blank truth is always correct. Otherwise both sides get the list-ish parse:
+  ``[...]`` is a JSON list after ' → ", else the text between the brackets split on commas
+  (items stripped, quotes kept); each item is ``float(item)`` where Python reads it as a float
+  (``nan`` and ``inf`` included), else the lowercase text; ``{...}`` is the sorted set of its
+  lowercase comma-separated terms. List vs list: order-insensitive; all numeric → same length
+  and sorted pairs ``isclose(rel 1e-3, abs 1e-3)``; else the sorted lowercase texts (a number
+  written as Python's ``str(float)``) are equal. A blank item inside a list is an item like any
+  other: ``[10000,is_blank]`` never matches ``10000``. Numeric 2-list truth vs a scalar:
+  ``lo-1e-3 <= float(x) <= hi+1e-3``. Other list/scalar mixes: wrong. Scalars: both floats →
+  ``isclose`` (NaN never matches); else stripped lowercase equality.
+- ref (0.15): Jaccard of the ref sets. A ref field starting with ``[`` is a JSON list after
+  ' → " whose items become stripped lowercase texts (blank and empty items included, ``null`` is
+  ``""``); any other text, ``is_blank`` and ``nan`` included, is ONE lowercase id, and so is a
+  ``[...]`` that is not JSON (counted in ``n_malformed_refs``). Both sets empty → 1, one empty → 0.
+- NA (0.10): a blank-truth row is correct iff the submitted ``answer_value`` (as written) is blank.
 - unit (weight 0): lowercase stripped equality of ``answer_unit``, reported only.
 
-Blank tokens: ``""``, ``na``, ``n/a``, ``is_blank`` (any case), or a string starting with
-"Unable to answer with confidence based on the provided documents".
+Blank: ``""``, ``na``, ``n/a``, ``is_blank`` after strip and lowercase, or a text starting with
+"Unable to answer with confidence based on the provided documents" (any case).
 
-Input checks: missing columns, empty or duplicate ids and empty explanations raise
-:class:`MetricError` naming the file, row and column. Solution ids missing from the submission
-count as wrong on every component (and warn); submission ids not in the solutions are ignored.
+Rows: every submission row whose id is a solution id is scored, duplicates included (the
+references join the two tables on id). Solution ids missing from the submission count as wrong
+on every component (a warning names them; the references drop them, as ``subset=True`` does);
+submission ids not in the solutions are ignored.
+
+Questionable rows (:func:`kohaku.submission.scoring_issues`: empty explanations, empty cells,
+blank items in lists, malformed or quoted ref lists, empty or duplicate ids) are scored and
+reported as warnings naming the file, row, id and column; ``strict=True`` refuses them with a
+:class:`MetricError`. Missing columns and an unknown variant are always errors.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import math
+import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,8 +67,9 @@ import polars as pl
 
 from kohaku.config import ConfigError
 from kohaku.corpus import SOLUTION_COLUMNS
-from kohaku.submission import SubmissionError, check_ids, read_csv_str, require_columns
-from kohaku.values import canonical, format_number, is_blank_value, render
+from kohaku.submission import (ISSUE_ADVICE, RowIssue, SubmissionError, read_csv_str, reference_cell,
+                               require_columns, scoring_issues)
+from kohaku.values import is_blank_value
 
 log = logging.getLogger(__name__)
 
@@ -70,89 +88,127 @@ class MetricError(SubmissionError):
 # value
 
 
-def _to_float(text: str) -> float | None:
+def _float(text: str) -> float | None:
+    """``float(text)`` as Python reads it (``nan``, ``inf``, ``1_000`` included); None if not."""
     try:
-        x = float(text)
-    except (TypeError, ValueError, OverflowError):
+        return float(text)
+    except ValueError:
         return None
-    return x if math.isfinite(x) else None
 
 
-def _element(x: Any) -> float | str:
-    if isinstance(x, bool):
-        return str(x).lower()
-    if isinstance(x, (int, float)):
-        f = float(x)
-        return f if math.isfinite(f) else str(x).lower()
-    s = str(x).strip()
-    f = _to_float(s)
-    return f if f is not None else s.lower()
+def _item(x: Any) -> float | str:
+    text = "" if x is None else str(x).strip()
+    number = _float(text)
+    return text.lower() if number is None else number
 
 
 def listish(text: str) -> list[float | str] | None:
-    """The list-ish parse of a value (see module doc); None when ``text`` is a scalar."""
-    s = text.strip()
+    """The list-ish parse of a value (see module doc); None when ``text`` is not a collection."""
+    s = (text or "").strip()
     if s.startswith("[") and s.endswith("]"):
         try:
             items = json.loads(s.replace("'", '"'))
-            if not isinstance(items, list):
-                raise ValueError
         except (ValueError, RecursionError):
-            inner = s[1:-1].strip()
-            items = [p.strip().strip("'\"") for p in inner.split(",")] if inner else []
-        return [_element(x) for x in items]
+            items = s[1:-1].split(",")
+        return [_item(x) for x in items]
     if s.startswith("{") and s.endswith("}"):
-        inner = s[1:-1].strip()
-        parts = {p.strip().strip("'\"").lower() for p in inner.split(",")} if inner else set()
-        return sorted(parts)
+        return sorted({t.strip().lower() for t in s[1:-1].split(",") if t.strip()})
     return None
 
 
-def _list_key(items: list[float | str]) -> list[str]:
-    return sorted(format_number(x) if isinstance(x, float) else x for x in items)
+def _numeric(items: list[float | str]) -> bool:
+    return all(isinstance(x, float) for x in items)
+
+
+def lists_equal(a: list[float | str], b: list[float | str]) -> bool:
+    """Order-insensitive list equality: numbers within the tolerance, else lowercase texts."""
+    if _numeric(a) and _numeric(b):
+        return len(a) == len(b) and all(
+            math.isclose(x, y, rel_tol=TOL, abs_tol=TOL)  # type: ignore[arg-type]
+            for x, y in zip(sorted(a), sorted(b))  # type: ignore[type-var]
+        )
+    return sorted(str(x).strip().lower() for x in a) == sorted(str(x).strip().lower() for x in b)
 
 
 def value_matches(truth: str, pred: str) -> bool:
-    """The competition's value rule for a non-blank truth (no normalisation of ``pred``)."""
-    truth, pred = (truth or "").strip(), (pred or "").strip()
-    t_list, p_list = listish(truth), listish(pred)
-    if t_list is not None and p_list is not None:
-        if t_list and p_list and all(isinstance(x, float) for x in t_list + p_list):
-            if len(t_list) != len(p_list):
-                return False
-            return all(
-                math.isclose(a, b, rel_tol=TOL, abs_tol=TOL)  # type: ignore[arg-type]
-                for a, b in zip(sorted(t_list), sorted(p_list))  # type: ignore[type-var]
-            )
-        return _list_key(t_list) == _list_key(p_list)
+    """The value rule for a non-blank truth, ``pred`` compared as given."""
+    truth, pred = truth or "", pred or ""
+    t_list = listish(truth)
     if t_list is not None:
-        x = _to_float(pred)
-        if x is not None and len(t_list) == 2 and all(isinstance(v, float) for v in t_list):
+        p_list = listish(pred)
+        if p_list is not None:
+            return lists_equal(t_list, p_list)
+        if len(t_list) == 2 and _numeric(t_list):
             lo, hi = sorted(t_list)  # type: ignore[type-var]
-            return lo - TOL <= x <= hi + TOL
+            x = _float(pred)
+            return x is not None and lo - TOL <= x <= hi + TOL  # type: ignore[operator]
         return False
-    if p_list is not None:
-        return False
-    a, b = _to_float(truth), _to_float(pred)
+    a, b = _float(truth), _float(pred)
     if a is not None and b is not None:
         return math.isclose(a, b, rel_tol=TOL, abs_tol=TOL)
-    return truth.lower() == pred.lower()
+    return truth.strip().lower() == pred.strip().lower()
+
+
+# The submission-side normalisation of the wattbot-recall reference, step by step.
+_HEDGE_WORDS = ("more than", "less than", "greater than", "fewer than", "approximately", "about",
+                "around", "over", "under", "nearly", "roughly", "up to", "at least", "at most")
+_HEDGE = re.compile(
+    "^(?:(?:" + "|".join(w.replace(" ", r"\s+") for w in _HEDGE_WORDS) + r")\s+|[~≈><]\s*)",
+    re.IGNORECASE,
+)
+_SUFFIX = re.compile(r"^(-?\d+(?:\.\d+)?)\s*([KkMmBbTt])$")
+_SUFFIX_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+_SPAN = re.compile(r"^(?:from\s+)?(-?[\d.]+)\s*(?:[-–—]|to)\s*(-?[\d.]+)$", re.IGNORECASE)
+
+
+def _plain(x: float) -> str:
+    """``2000000000`` for a whole number, else ``str(x)`` (OverflowError for inf)."""
+    return str(int(x)) if x == int(x) else str(x)
+
+
+def _without_commas(s: str) -> str:
+    bare = s.replace(",", "")
+    return bare if _float(bare) is not None else s
 
 
 def normalise_value(pred: str) -> str:
-    """Lenient normalisation of a submitted value (variant ``wattbot-recall``)."""
-    return render(canonical(pred))
+    """The ``wattbot-recall`` normalisation of a submitted value: blank stays as is;
+    true/yes → 1, false/no → 0; thousands commas dropped when the rest is a float; one leading
+    hedge (about, more than, ~, >, ...) dropped; a k/M/B/T suffix multiplied out; ``a-b``,
+    ``a to b``, ``from a to b`` → ``[lo,hi]``. Anything else is returned stripped."""
+    s = (pred or "").strip()
+    if not s or is_blank_value(s):
+        return s
+    if s.lower() in ("true", "yes"):
+        return "1"
+    if s.lower() in ("false", "no"):
+        return "0"
+    s = _without_commas(s)
+    hedge = _HEDGE.match(s)
+    if hedge:
+        s = _without_commas(s[hedge.end():].strip())
+    suffix = _SUFFIX.match(s)
+    if suffix:
+        try:
+            return _plain(float(suffix.group(1)) * _SUFFIX_FACTOR[suffix.group(2).lower()])
+        except OverflowError:  # hundreds of digits: the reference crashes; keep the text
+            return s
+    span = _SPAN.match(s)
+    if span:
+        try:
+            lo, hi = sorted((float(span.group(1)), float(span.group(2))))
+            return f"[{_plain(lo)},{_plain(hi)}]"
+        except (ValueError, OverflowError):  # "1.2.3-4": not a span
+            pass
+    return s
 
 
 def value_ok(truth: str, pred: str, variant: str = "wattbot") -> bool:
     if is_blank_value(truth):
         return True
-    if value_matches(truth, pred):
-        return True
     if variant == "wattbot-recall":
-        norm = normalise_value(pred)
-        return not is_blank_value(norm) and value_matches(truth, norm)
-    return False
+        pred = normalise_value(pred)
+    return value_matches(truth, pred)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,14 +221,11 @@ def parse_refs(text: str) -> tuple[frozenset[str], bool]:
     if not s:
         return frozenset(), False
     if s.startswith("["):
-        for reader in (lambda t: json.loads(t.replace("'", '"')), ast.literal_eval):
-            try:
-                items = reader(s)
-            except Exception:  # noqa: BLE001 - the next reader, then the documented fallback
-                continue
-            if isinstance(items, (list, tuple)):
-                return frozenset(str(x).strip().lower() for x in items if str(x).strip()), False
-        return frozenset({s.lower()}), True
+        try:
+            items = json.loads(s.replace("'", '"'))
+        except (ValueError, RecursionError):
+            return frozenset({s.lower()}), True
+        return frozenset(("" if x is None else str(x)).strip().lower() for x in items), False
     return frozenset({s.lower()}), False
 
 
@@ -208,6 +261,7 @@ class ScoreResult:
     per_evidence: dict[str, dict[str, float | None]] = field(default_factory=dict)
     per_usage: dict[str, dict[str, float]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    issues: list[RowIssue] = field(default_factory=list)
     table: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def summary(self) -> dict[str, Any]:
@@ -225,6 +279,7 @@ class ScoreResult:
             "per_evidence": self.per_evidence,
             "per_usage": self.per_usage,
             "warnings": self.warnings,
+            "row_issues": [str(i) for i in self.issues],
         }
 
 
@@ -247,6 +302,28 @@ def _components(table: pl.DataFrame, variant: str) -> dict[str, float]:
     return {"score": score, "value": value, "ref": ref, "na": na, "n": n}
 
 
+def _group_issues(issues: list[RowIssue], shown: int = 5) -> list[str]:
+    """One warning per (file, kind), naming the first rows."""
+    groups: dict[tuple[str, str], list[RowIssue]] = defaultdict(list)
+    for issue in issues:
+        groups[(issue.where, issue.kind)].append(issue)
+    lines = []
+    for (where, kind), items in groups.items():
+        named = "; ".join(i.cell() for i in items[:shown])
+        more = f"; ... {len(items) - shown} more" if len(items) > shown else ""
+        lines.append(f"{where}: {len(items)} row(s) with {kind}, scored anyway "
+                     f"({ISSUE_ADVICE[kind]}): {named}{more}")
+    return lines
+
+
+def _keyed(df: pl.DataFrame) -> dict[str, list[tuple[int, dict[str, str]]]]:
+    """Rows by id (as the reference keys them, stripped), with their 1-based row numbers."""
+    rows: dict[str, list[tuple[int, dict[str, str]]]] = defaultdict(list)
+    for i, r in enumerate(df.to_dicts(), start=1):
+        rows[reference_cell(r["id"]).strip()].append((i, r))
+    return rows
+
+
 def score_frames(
     solutions: pl.DataFrame,
     submission: pl.DataFrame,
@@ -254,12 +331,15 @@ def score_frames(
     *,
     names: tuple[str, str] = ("solutions", "submission"),
     subset: bool = False,
+    strict: bool = False,
 ) -> ScoreResult:
     """Score a submission table against a solutions table (both all-string, as read by
-    :func:`kohaku.submission.read_csv_str`).
+    :func:`kohaku.submission.read_csv_str`; null and ``""`` are empty cells).
 
     subset: score only the solution rows whose id is in the submission (for runs over a question
-    subset); by default a missing id counts as wrong on every component.
+    subset, and as the reference scorers do); by default a missing id counts as wrong on every
+    component. strict: refuse a submission with questionable rows
+    (:func:`kohaku.submission.scoring_issues`) instead of warning.
     """
     if variant not in VARIANTS:
         raise MetricError(f"unknown metric variant '{variant}'; use one of {', '.join(VARIANTS)}")
@@ -267,27 +347,27 @@ def score_frames(
     try:
         require_columns(solutions, SOLUTION_COLUMNS, sol_name)
         require_columns(submission, SUBMISSION_REQUIRED, sub_name)
-        check_ids(solutions, sol_name)
-        check_ids(submission, sub_name)
     except SubmissionError as exc:
         raise MetricError(str(exc)) from exc
     solutions = solutions.with_columns(pl.all().cast(pl.String).fill_null(""))
     submission = submission.with_columns(pl.all().cast(pl.String).fill_null(""))
 
-    for i, row in enumerate(submission.select("id", "explanation").to_dicts(), start=1):
-        if not (row["explanation"] or "").strip():
-            raise MetricError(
-                f"{sub_name}: row {i} (id '{row['id'].strip()}'), column 'explanation': empty; "
-                "every submission row needs a non-empty explanation (write is_blank)"
-            )
+    issues = scoring_issues(submission, sub_name)
+    if strict and issues:
+        raise MetricError(
+            f"{sub_name}: {len(issues)} questionable row(s) refused (--strict): "
+            + "; ".join(f"{i.cell()} ({i.kind})" for i in issues[:10])
+            + (f"; ... {len(issues) - 10} more" if len(issues) > 10 else "")
+            + "; fix them, or score without --strict to get warnings"
+        )
+    sol_issues = scoring_issues(solutions.select("id"), sol_name)  # empty or duplicate ids
 
-    warnings: list[str] = []
-    sub_rows = {r["id"].strip(): r for r in submission.to_dicts()}
-    sol_ids = [q.strip() for q in solutions["id"].to_list()]
-    extra = sorted(set(sub_rows) - set(sol_ids))
+    sub_rows = _keyed(submission)
+    sol_keyed = [(reference_cell(t["id"]).strip(), t) for t in solutions.to_dicts()]
+    sol_ids = {q for q, _ in sol_keyed}
+    extra = sorted(q for q in sub_rows if q not in sol_ids)
     if subset:
-        keep = [q in sub_rows for q in sol_ids]
-        solutions = solutions.filter(pl.Series(keep, dtype=pl.Boolean))
+        sol_keyed = [(q, t) for q, t in sol_keyed if q in sub_rows]
     has_unit = "answer_unit" in solutions.columns and "answer_unit" in submission.columns
     flags = [f for f in EVIDENCE_FLAGS if f in solutions.columns]
     has_usage = "Usage" in solutions.columns
@@ -295,50 +375,49 @@ def score_frames(
     rows = []
     missing: list[str] = []
     malformed: list[str] = []
-    for i, t in enumerate(solutions.to_dicts(), start=1):
-        qid = t["id"].strip()
-        p = sub_rows.get(qid)
-        truth_blank = is_blank_value(t["answer_value"])
-        t_refs, t_bad = parse_refs(t["ref_id"])
+    for i, (qid, t) in enumerate(sol_keyed, start=1):
+        t_value, t_ref = reference_cell(t["answer_value"]), reference_cell(t["ref_id"])
+        truth_blank = is_blank_value(t_value)
+        t_refs, t_bad = parse_refs(t_ref)
         if t_bad:
-            malformed.append(f"{sol_name} row {i} (id '{qid}'), column 'ref_id': {t['ref_id']!r}")
-        row: dict[str, Any] = {
-            "qid": qid,
-            "truth_value": t["answer_value"],
-            "truth_ref": t["ref_id"],
-            "truth_blank": truth_blank,
+            malformed.append(f"{sol_name} row {i} (id '{qid}'), column 'ref_id': {t_ref!r}")
+        base: dict[str, Any] = {
+            "qid": qid, "truth_value": t["answer_value"], "truth_ref": t["ref_id"], "truth_blank": truth_blank,
         }
-        if p is None:
-            missing.append(qid)
-            row.update(
-                pred_value=None, pred_ref=None, pred_blank=None, value_ok=False, ref_score=0.0,
-                na_ok=False, unit_ok=False if has_unit else None, missing=True, ref_malformed=False,
-            )
-        else:
-            p_refs, p_bad = parse_refs(p["ref_id"])
-            if p_bad:
-                malformed.append(f"{sub_name} id '{qid}', column 'ref_id': {p['ref_id']!r}")
-            pred_blank = is_blank_value(p["answer_value"])
-            row.update(
-                pred_value=p["answer_value"],
-                pred_ref=p["ref_id"],
-                pred_blank=pred_blank,
-                value_ok=value_ok(t["answer_value"], p["answer_value"], variant),
-                ref_score=jaccard(t_refs, p_refs),
-                na_ok=pred_blank if truth_blank else True,
-                unit_ok=(
-                    t["answer_unit"].strip().lower() == p["answer_unit"].strip().lower()
-                    if has_unit
-                    else None
-                ),
-                missing=False,
-                ref_malformed=p_bad,
-            )
         if has_usage:
-            row["usage"] = t["Usage"].strip()
+            base["usage"] = t["Usage"].strip()
         for f in flags:
-            row[f] = _flag(t[f])
-        rows.append(row)
+            base[f] = _flag(t[f])
+        preds = sub_rows.get(qid, [])
+        if not preds:
+            missing.append(qid)
+            rows.append({
+                **base, "pred_value": None, "pred_ref": None, "pred_blank": None, "value_ok": False,
+                "ref_score": 0.0, "na_ok": False, "unit_ok": False if has_unit else None,
+                "missing": True, "ref_malformed": False,
+            })
+            continue
+        for _, p in preds:  # every submission row of the id, as the references' join scores them
+            p_value, p_ref = reference_cell(p["answer_value"]), reference_cell(p["ref_id"])
+            p_refs, p_bad = parse_refs(p_ref)
+            pred_blank = is_blank_value(p_value)
+            rows.append({
+                **base,
+                "pred_value": p["answer_value"],
+                "pred_ref": p["ref_id"],
+                "pred_blank": pred_blank,
+                "value_ok": value_ok(t_value, p_value, variant),
+                "ref_score": jaccard(t_refs, p_refs),
+                "na_ok": pred_blank if truth_blank else True,
+                "unit_ok": (
+                    reference_cell(t["answer_unit"]).strip().lower()
+                    == reference_cell(p["answer_unit"]).strip().lower()
+                    if has_unit else None
+                ),
+                "missing": False,
+                "ref_malformed": p_bad,
+            })
+    n_malformed = len(malformed) + sum(1 for r in rows if r["ref_malformed"])
 
     schema: dict[str, Any] = {
         "qid": pl.String, "truth_value": pl.String, "truth_ref": pl.String, "truth_blank": pl.Boolean,
@@ -351,9 +430,11 @@ def score_frames(
     schema.update({f: pl.Boolean for f in flags})
     table = pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
 
+    warnings = _group_issues(issues) + _group_issues(sol_issues)
     if missing:
         warnings.append(
-            f"{len(missing)} solution id(s) missing from {sub_name}, scored as wrong: "
+            f"{len(missing)} solution id(s) missing from {sub_name}, scored as wrong (the reference "
+            "scorers drop them; --subset scores that way): "
             + ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
         )
     if extra:
@@ -361,8 +442,7 @@ def score_frames(
                         + ", ".join(extra[:10]) + (" ..." if len(extra) > 10 else ""))
     if malformed:
         warnings.append(f"{len(malformed)} malformed ref list(s) read as one token each "
-                        "(write them as ['id1','id2']): "
-                        + "; ".join(malformed[:5]))
+                        "(write them as ['id1','id2']): " + "; ".join(malformed[:5]))
     for w in warnings:
         log.warning(w)
 
@@ -392,16 +472,22 @@ def score_frames(
         n_na=int(table["truth_blank"].sum()) if table.height else 0,
         n_missing=len(missing),
         n_extra=len(extra),
-        n_malformed_refs=len(malformed),
+        n_malformed_refs=n_malformed,
         per_evidence=per_evidence,
         per_usage=per_usage,
         warnings=warnings,
+        issues=issues + sol_issues,
         table=table,
     )
 
 
 def score_files(
-    solutions: str | Path, submission: str | Path, variant: str = "wattbot", *, subset: bool = False
+    solutions: str | Path,
+    submission: str | Path,
+    variant: str = "wattbot",
+    *,
+    subset: bool = False,
+    strict: bool = False,
 ) -> ScoreResult:
     """Score two CSV files; errors name the file, row and column."""
     try:
@@ -409,7 +495,8 @@ def score_files(
         sub = read_csv_str(submission)
     except SubmissionError as exc:
         raise MetricError(str(exc)) from exc
-    return score_frames(sol, sub, variant, names=(str(solutions), str(submission)), subset=subset)
+    return score_frames(sol, sub, variant, names=(str(solutions), str(submission)), subset=subset,
+                        strict=strict)
 
 
 @dataclass

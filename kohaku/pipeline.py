@@ -19,9 +19,7 @@ import graphlib
 import heapq
 import json
 import logging
-import platform
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +28,6 @@ from typing import Any
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-import kohaku
 from kohaku.artifacts import (
     Artifact,
     ArtifactStore,
@@ -44,6 +41,7 @@ from kohaku.errors import KohakuError
 from kohaku.services import Services
 from kohaku.stage import Stage, StageContext, select
 from kohaku.stages import STAGE_MODULES, get_stage
+from kohaku.versions import library_versions
 
 log = logging.getLogger("kohaku.pipeline")
 
@@ -165,15 +163,6 @@ def explain_miss(previous: dict[str, Any] | None, current: dict[str, Any]) -> st
     if previous.get("version") != current["version"]:
         reasons.append(f"stage version {previous.get('version')} -> {current['version']}")
     return "; ".join(reasons) or "no cached artifact for this key (cache was cleared?)"
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version(), "kohaku": kohaku.__version__}
-    for name in ("polars", "numpy", "torch", "transformers", "sentence_transformers", "hnswlib", "vllm"):
-        module = sys.modules.get(name)
-        if module is not None:
-            versions[name] = str(getattr(module, "__version__", "?"))
-    return versions
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -341,7 +330,7 @@ class Runner:
                 "seconds": round(seconds, 3),
                 "rows": rows,
                 "summary": ctx.summary,
-                "libraries": _versions(),
+                "libraries": library_versions(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }
             self.artifacts[stage.name] = self.store.commit(
@@ -368,6 +357,7 @@ class Runner:
             "status": status,
             "error": error,
             "failed_stage": self.current if status == "failed" else None,
+            "libraries": library_versions(),
         }
         _write_json(self.run_dir / "run.json", data)
 

@@ -4,12 +4,20 @@ Schema (kohaku_spec.md §8.3): ``id, question, answer, answer_value, answer_unit
 supporting_materials, explanation``. Every non-applicable field holds the literal ``is_blank``;
 ``ref_id``/``ref_url`` are Python-style lists (``['a','b']``); ranges are ``[a,b]``; true/false
 are 1/0; every row has a non-empty explanation.
+
+Reading for scoring follows the competition's reference scorers, which read CSVs with pandas:
+a cell that pandas reads as missing (empty, or one of :data:`PANDAS_NA_TOKENS` such as ``NA``,
+``N/A``, ``null``, ``None``, ``NaN``) is the text ``nan`` to them, which is neither blank nor a
+ref id; blank lines are skipped. :func:`scoring_issues` lists the rows a strict reader would
+question (each a :class:`RowIssue` naming the file, row, id and column); the scorer reports them
+as warnings and refuses them only with ``strict``.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -39,9 +47,10 @@ class SubmissionError(KohakuError, ValueError):
 
 
 def read_csv_str(path: str | Path) -> pl.DataFrame:
-    """A submission or solutions CSV, every column a string (kohaku.csvfile); raises
-    FileNotFoundError / SubmissionError naming the file."""
-    return csvfile.read_csv_strings(path, "CSV", SubmissionError)
+    """A submission or solutions CSV, every column a string (kohaku.csvfile); blank lines are
+    skipped as the reference scorers' pandas reader does. Raises FileNotFoundError /
+    SubmissionError naming the file."""
+    return csvfile.read_csv_strings(path, "CSV", SubmissionError, skip_blank_lines=True)
 
 
 def require_columns(df: pl.DataFrame, columns: Iterable[str], where: str) -> None:
@@ -185,3 +194,123 @@ def validate_submission(df: pl.DataFrame, where: str = "submission") -> list[str
             if text and not is_blank_value(text) and not parse_ref_list(text):
                 problems.append(f"{where}: row {i} (id '{qid}'), column '{col}': not a list: {text!r}")
     return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# reading for scoring: the reference scorers' pandas rules, and what a strict reader questions
+
+#: The strings ``pandas.read_csv`` reads as missing by default (pandas 2.x and 3.x); the
+#: reference scorers turn such a cell into the text ``nan``.
+PANDAS_NA_TOKENS = frozenset({
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+})
+
+
+def reference_cell(text: str | None) -> str:
+    """A cell as the reference scorers see it: ``nan`` for a missing cell, else the text as is
+    (no stripping: pandas keeps surrounding spaces, and ``" NA"`` is not missing)."""
+    return "nan" if text is None or text in PANDAS_NA_TOKENS else text
+
+
+#: Per kind of :class:`RowIssue`: how the reference scorers read such a cell, and the fix.
+ISSUE_ADVICE = {
+    "empty id": "the row cannot match a question",
+    "duplicate id": "every row of the id is scored, as the reference scorers' join does; keep one row per question",
+    "empty explanation": "every row needs an explanation; write is_blank",
+    "empty cell": "read as 'nan' (pandas), which is neither blank nor an answer or id; write is_blank",
+    "blank item in a list": "the blank item counts: a value list is compared with it (it cannot match "
+                            "a single value), a ref list has one more id; drop it",
+    "malformed ref list": "not a JSON list after ' -> \", so read as ONE id; write ['id1','id2'] "
+                          "without outer quotes",
+}
+
+
+@dataclass(frozen=True)
+class RowIssue:
+    """One cell a strict reader would question. ``row`` is the 1-based data row of ``where``."""
+
+    where: str
+    row: int
+    qid: str
+    column: str
+    kind: str  # a key of ISSUE_ADVICE
+    found: str  # what the cell holds
+
+    def cell(self) -> str:
+        return f"row {self.row} (id '{self.qid}'), column '{self.column}': {self.found}"
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.cell()} ({self.kind}: {ISSUE_ADVICE[self.kind]})"
+
+
+def _json_list(text: str) -> list | None:
+    """``text`` read as the reference reads a ``[...]`` cell (JSON after ' -> "); None if not."""
+    try:
+        value = json.loads(text.replace("'", '"'))
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, list) else None
+
+
+def _blank_items(items: list) -> list[str]:
+    return [str(x) for x in items if x is None or is_blank_value(str(x))]
+
+
+def scoring_issues(df: pl.DataFrame, where: str = "submission") -> list[RowIssue]:
+    """Rows of a submission (all-string, as read by :func:`read_csv_str`) that a strict reader
+    would question; the reference scorers score all of them (see :mod:`kohaku.metrics`).
+
+    - ``empty id`` / ``duplicate id``: every row of a duplicated id is scored, as the
+      reference's join of the submission on the solutions does.
+    - ``empty explanation``: empty, whitespace or a pandas NA token (write ``is_blank``).
+    - ``empty cell``: ``answer_value`` or ``ref_id`` holds a pandas NA token (empty, NA, N/A,
+      null, None, NaN, ...), which the reference reads as ``nan``: not blank, not an id.
+    - ``blank item in a list``: ``[10000,is_blank]`` in ``answer_value`` is compared as a list
+      with its blank item (it does not match ``10000``); ``['a','is_blank']`` or ``['a','']``
+      in ``ref_id`` counts the blank item as one more id.
+    - ``malformed ref list``: a ``ref_id`` starting with ``[`` that is not a JSON list after
+      ' -> " is read as ONE id; so is a quoted list such as ``"['a','b']"``.
+    """
+    issues: list[RowIssue] = []
+    cols = [c for c in ("id", "answer_value", "ref_id", "explanation") if c in df.columns]
+    seen: dict[str, int] = {}
+    for i, row in enumerate(df.select(cols).to_dicts(), start=1):
+        qid = (row.get("id") or "").strip()
+
+        def add(column: str, kind: str, found: str) -> None:
+            issues.append(RowIssue(where, i, qid, column, kind, found))
+
+        if "id" in row:
+            if not qid:
+                add("id", "empty id", "empty id")
+            elif qid in seen:
+                add("id", "duplicate id", f"duplicate id (also row {seen[qid]})")
+            else:
+                seen[qid] = i
+        if "explanation" in row:
+            text = row["explanation"] or ""
+            if not text.strip() or text in PANDAS_NA_TOKENS:
+                add("explanation", "empty explanation", repr(text))
+        for col in ("answer_value", "ref_id"):
+            text = row.get(col)
+            if text is not None and text in PANDAS_NA_TOKENS:
+                add(col, "empty cell", repr(text))
+        value = (row.get("answer_value") or "").strip()
+        if value.startswith("[") and value.endswith("]"):
+            items = _json_list(value)
+            if items is None:
+                items = value[1:-1].split(",")
+            blanks = _blank_items(items)
+            if blanks:
+                add("answer_value", "blank item in a list", repr(value))
+        refs = (row.get("ref_id") or "").strip()
+        if refs.startswith("["):
+            items = _json_list(refs)
+            if items is None:
+                add("ref_id", "malformed ref list", repr(refs))
+            elif _blank_items(items):
+                add("ref_id", "blank item in a list", repr(refs))
+        elif refs[:1] in ("'", '"') and refs[1:].lstrip().startswith("["):
+            add("ref_id", "malformed ref list", repr(refs) + " (a quoted list)")
+    return issues

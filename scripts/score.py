@@ -2,16 +2,22 @@
 
 Usage:
   python scripts/score.py SOLUTIONS.csv SUBMISSION.csv [--variant wattbot|wattbot-recall]
-                          [--mismatches N] [--subset] [--json OUT.json]
+                          [--mismatches N] [--subset] [--strict] [--json OUT.json]
 
 Prints the components (value, ref, NA, unit), value accuracy per evidence flag (Quote, Table,
 Figure, Math, is_NA) and per Usage split when the solutions have those columns, the first
-mismatches, and as its last line ``score: 0.xxxx``. Malformed input: an error naming the file,
-row and column, exit code 2.
+mismatches, and as its last line ``score: 0.xxxx``.
 
-Variants (kohaku/metrics.py): ``wattbot`` = the competition's distributed metric (values as
-written, NA averaged over all rows); ``wattbot-recall`` = the UI-fork scorer (lenient value
-normalisation, NA as recall over unanswerable questions).
+Every file the competition's reference scorers score gets a score. Rows a strict reader would
+question (empty explanations, empty/NaN cells, blank items inside lists such as
+``[10000,is_blank]``, malformed or quoted ref lists, empty or duplicate ids) are scored as the
+references score them and listed as warnings (stderr, and ``row_issues`` in --json) naming the
+file, row, id and column; ``--strict`` refuses them instead. Missing columns, an unreadable file
+or, with --strict, questionable rows: an error naming the file, row and column, exit code 2.
+
+Variants (kohaku/metrics.py): ``wattbot`` = the scorer's first commit, the competition's
+distributed metric (values as written, NA averaged over all rows); ``wattbot-recall`` = its
+latest commit (submitted values normalised, NA as recall over unanswerable questions).
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ def report(result: ScoreResult, n_mismatches: int) -> list[str]:
         lines.append(f"extra ids in the submission (ignored): {result.n_extra}")
     if result.n_malformed_refs:
         lines.append(f"malformed ref lists (read as one token): {result.n_malformed_refs}")
+    if result.issues:
+        lines.append(f"questionable rows (scored; listed on stderr, --strict refuses): {len(result.issues)}")
     lines.append("")
     lines.append(f"{'component':<10}{'weight':>8}{'value':>9}")
     for name, value in (("value", result.value), ("ref", result.ref), ("na", result.na)):
@@ -81,12 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("submission", help="submission CSV (id, answer_value, ref_id, explanation, ...)")
     parser.add_argument("--variant", choices=VARIANTS, default="wattbot")
     parser.add_argument("--mismatches", type=int, default=10, help="how many mismatches to list")
-    parser.add_argument("--subset", action="store_true", help="score only ids present in the submission")
+    parser.add_argument("--subset", action="store_true",
+                        help="score only ids present in the submission (the reference scorers do)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse a submission with questionable rows (empty explanation, "
+                        "empty/NaN cells, blank list items, malformed refs, duplicate ids)")
     parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        result = score_files(args.solutions, args.submission, args.variant, subset=args.subset)
+        result = score_files(args.solutions, args.submission, args.variant, subset=args.subset,
+                             strict=args.strict)
     except (MetricError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

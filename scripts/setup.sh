@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install kohaku with the CPU build of torch (README command 1 and 2 call this).
+# Create .venv and install kohaku with the CPU build of torch (README command 1 and 2 call this),
+# every dependency at the version pinned in requirements/cpu-lock.txt (refresh: scripts/lock.sh).
 # GPU machines: see README "GPU" (pip install -e '.[gpu]' picks the CUDA torch that vllm pins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,4 +8,5 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 # torch==2.13.0 first: on CPU-only machines it is the CPU wheel; a bare 'torch' could pull CUDA.
-.venv/bin/python -m pip install -q "torch==2.13.0" -e ".[dev]"
+# -c: the lock pins every other distribution (an existing .venv is moved to the pinned versions).
+.venv/bin/python -m pip install -q -c requirements/cpu-lock.txt "torch==2.13.0" -e ".[dev]"

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kohaku.metrics import MetricError, parse_refs, ref_score, score_files, score_frames, value_ok
+from kohaku.submission import PANDAS_NA_TOKENS
 
 BOTH = ("wattbot", "wattbot-recall")
 UNABLE = "Unable to answer with confidence based on the provided documents."
@@ -69,9 +70,7 @@ def test_value_rules_shared_by_both_variants(variant: str, truth: str, pred: str
     [
         ("1000", "1,000"), ("1000", "about 1000"), ("1000", "~1k"), ("2000000000", "2B"),
         ("1", "True"), ("0", "no"), ("[80,90]", "80-90"), ("[80,90]", "from 80 to 90"),
-        ("50", "more than 50"), ("3500000", "3.5 million"),
-        ("5", "[5]"),  # a one-element list is its element after normalisation
-        ("ML.ENERGY Benchmark", "ML.ENERGY  Benchmark"),  # whitespace collapsed only when normalising
+        ("50", "more than 50"),
     ],
 )
 def test_only_recall_variant_normalises_the_submission(truth: str, pred: str) -> None:
@@ -157,13 +156,24 @@ def test_na_recall_in_recall_variant() -> None:
     assert r.score == pytest.approx(0.75 * 0.75 + 0.15 * 0.5 + 0.10 * 0.5)
 
 
-@pytest.mark.parametrize("token", ["", "na", "N/A", "IS_BLANK", UNABLE, UNABLE.upper() + " extra"])
+@pytest.mark.parametrize("token", ["na", "n/a ", "IS_BLANK", UNABLE, UNABLE.upper() + " extra"])
 @pytest.mark.parametrize("variant", BOTH)
 def test_blank_tokens_count_as_abstention(variant: str, token: str) -> None:
     sol = table([{"id": "q1", "answer_value": "is_blank", "ref_id": "is_blank"}])
     sub = table([{"id": "q1", "answer_value": token, "ref_id": "is_blank"}])
     r = score_frames(sol, sub, variant)
     assert r.na == 1.0 and r.score == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("token", ["", "N/A", "NA", "null"])
+@pytest.mark.parametrize("variant", BOTH)
+def test_empty_and_pandas_na_cells_do_not_abstain(variant: str, token: str) -> None:
+    """The references read these cells with pandas as NaN, i.e. the text 'nan', not blank."""
+    sol = table([{"id": "q1", "answer_value": "is_blank", "ref_id": "is_blank"}])
+    sub = table([{"id": "q1", "answer_value": token, "ref_id": "is_blank"}])
+    r = score_frames(sol, sub, variant)
+    assert r.na == 0.0 and r.score == pytest.approx(0.75 + 0.15)
+    assert [i.kind for i in r.issues] == ["empty cell"]
 
 
 def test_recall_without_na_questions_is_one() -> None:
@@ -227,21 +237,30 @@ def test_missing_column_is_named() -> None:
         score_frames(sol.drop("answer_value"), sol)
 
 
-def test_duplicate_and_empty_ids_are_named() -> None:
+def test_duplicate_and_empty_ids_warn_and_strict_refuses() -> None:
     sol = table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2"}])
     dup = table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2"}, {"id": "q1", "answer_value": "1"}])
-    with pytest.raises(MetricError, match="duplicate id 'q1' in rows 1 and 3"):
-        score_frames(sol, dup)
+    r = score_frames(sol, dup)
+    assert r.n == 3 and r.score == pytest.approx(1.0)  # both q1 rows scored, as the references join
+    assert any("row 3 (id 'q1'), column 'id': duplicate id (also row 1)" in w for w in r.warnings)
+    with pytest.raises(MetricError, match=r"row 3 \(id 'q1'\), column 'id': duplicate id \(also row 1\)"):
+        score_frames(sol, dup, strict=True)
     empty = table([{"id": "q1", "answer_value": "1"}, {"id": " ", "answer_value": "2"}])
-    with pytest.raises(MetricError, match="row 2 of the file has an empty 'id'"):
-        score_frames(sol, empty)
+    r = score_frames(sol, empty)
+    assert r.n_missing == 1 and [(i.row, i.kind) for i in r.issues] == [(2, "empty id")]
+    with pytest.raises(MetricError, match="row 2 .*column 'id': empty id"):
+        score_frames(sol, empty, strict=True)
 
 
-def test_empty_explanation_is_an_error_naming_the_row() -> None:
+def test_empty_explanation_is_a_warning_naming_the_row_and_strict_refuses() -> None:
     sol = table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2"}])
     sub = table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2", "explanation": " "}])
+    r = score_frames(sol, sub)
+    assert r.score == pytest.approx(1.0)
+    assert any("row 2 (id 'q2'), column 'explanation'" in w for w in r.warnings)
+    assert r.summary()["row_issues"] == [str(i) for i in r.issues] and len(r.issues) == 1
     with pytest.raises(MetricError, match=r"row 2 \(id 'q2'\), column 'explanation'"):
-        score_frames(sol, sub)
+        score_frames(sol, sub, strict=True)
 
 
 def test_unknown_variant() -> None:
@@ -266,15 +285,23 @@ cell = st.one_of(
     st.text(max_size=20),
     st.sampled_from(["is_blank", "", "N/A", UNABLE, "[1,2]", "['a','b']", "1,000", "1e3", "[", "{a}", "nan"]),
 )
+# A truth that reads as NaN ('', 'N/A', 'nan', '[nan]', ...) matches nothing, itself included
+# (the references' isclose); the self-score property holds for every other value.
+no_nan = cell.filter(lambda v: v not in PANDAS_NA_TOKENS and "nan" not in v.lower())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(cell, cell, cell), min_size=1, max_size=6), st.sampled_from(BOTH))
+@given(st.lists(st.tuples(no_nan, cell, cell), min_size=1, max_size=6), st.sampled_from(BOTH))
 def test_self_score_is_one_and_never_raises(rows: list[tuple[str, str, str]], variant: str) -> None:
     sol = table([
         {"id": f"q{i}", "answer_value": v, "ref_id": r, "answer_unit": u} for i, (v, r, u) in enumerate(rows)
     ])
-    assert score_frames(sol, sol, variant).score == pytest.approx(1.0)
+    r = score_frames(sol, sol, variant)
+    assert r.ref == 1.0 and r.na == 1.0
+    if variant == "wattbot":
+        assert r.score == pytest.approx(1.0)
+    else:  # the recall reference normalises the submission only: '0,' -> '0' no longer matches '0,'
+        assert r.value == pytest.approx(sum(value_ok(v, v, variant) for v, _, _ in rows) / len(rows))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

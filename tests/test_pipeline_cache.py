@@ -14,6 +14,7 @@ from kohaku.artifacts import ArtifactStore, CorruptArtifact, artifact_key
 from kohaku.config import ConfigError
 from kohaku.pipeline import Registry, run_pipeline
 from kohaku.stage import Stage
+from kohaku.versions import library_versions
 
 CALLS: list[str] = []
 
@@ -95,6 +96,9 @@ def test_first_run_computes_and_second_run_hits(tmp_path):
     assert run_json["status"] == "ok"
     assert run_json["stages"]["double"]["cache_hit"] is True
     assert run_json["stages"]["double"]["key"] == result.stages["double"].key
+    assert run_json["libraries"] == library_versions() and "torch" in run_json["libraries"]
+    manifest = json.loads((Path(result.stages["double"].path) / "manifest.json").read_text())
+    assert manifest["libraries"] == library_versions()
 
 
 def test_config_change_recomputes_only_downstream_of_change(tmp_path, caplog):

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kohaku.corpus import CorpusError, check_doc_id, read_metadata, read_questions
-from kohaku.metrics import MetricError, parse_refs, score_files, score_frames
+from kohaku.metrics import MetricError, parse_refs, score_files, score_frames, value_ok
 from kohaku.voting import VoteConfig, vote
-from kohaku.submission import (SUBMISSION_COLUMNS, SubmissionError, format_ref_list, parse_ref_list,
-                               read_csv_str)
+from kohaku.submission import (PANDAS_NA_TOKENS, SUBMISSION_COLUMNS, SubmissionError, format_ref_list,
+                               parse_ref_list, read_csv_str)
 from kohaku.values import canonical, is_blank_value, render, same
 
 KINDS = {"blank", "number", "range", "list", "name"}
@@ -98,7 +98,10 @@ def test_ref_readers_never_raise_and_return_strings(text: str) -> None:
 
 cell_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"),
                     max_size=25)
-row = st.tuples(answer_like | cell_text, st.one_of(cell_text, st.lists(doc_ids, max_size=3).map(
+# A value that reads as NaN to the reference scorers ('', 'N/A', 'nan', ...) matches nothing, itself
+# included, so the self-score property is for the other values.
+value_text = (answer_like | cell_text).filter(lambda v: v not in PANDAS_NA_TOKENS and "nan" not in v.lower())
+row = st.tuples(value_text, st.one_of(cell_text, st.lists(doc_ids, max_size=3).map(
     format_ref_list)), cell_text, cell_text.filter(lambda s: s.strip() != ""))
 
 
@@ -118,8 +121,13 @@ def test_a_solutions_file_scores_one_against_itself_through_csv(tmp_path: Path, 
     path = tmp_path / "solutions.csv"
     _rows(rows).write_csv(path)
     result = score_files(path, path, variant)
-    assert result.score == pytest.approx(1.0) and result.n == len(rows) and result.n_missing == 0
-    assert result.unit == pytest.approx(1.0)
+    assert result.n == len(rows) and result.n_missing == 0
+    assert result.unit == pytest.approx(1.0) and result.ref == 1.0 and result.na == 1.0
+    if variant == "wattbot":
+        assert result.score == pytest.approx(1.0)
+    else:  # the recall reference normalises the submission only ('<' -> '', '0,' -> '0')
+        expected = sum(value_ok(v, v, variant) for v, *_ in rows) / len(rows)
+        assert result.value == pytest.approx(expected)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

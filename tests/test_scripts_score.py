@@ -63,9 +63,11 @@ def test_score_script_last_line_and_variants(small: tuple[Path, Path]) -> None:
 def test_score_script_malformed_input_exit_2(small: tuple[Path, Path], tmp_path: Path) -> None:
     sol, _ = small
     bad = write(tmp_path / "bad.csv", [{"id": "q1", "answer_value": "1"}, {"id": "q1", "answer_value": "2"}])
-    res = run("score.py", sol, bad)
+    res = run("score.py", sol, bad)  # scored with a warning (the reference scorers score it)
+    assert res.returncode == 0 and "row 2 (id 'q1'), column 'id': duplicate id (also row 1)" in res.stderr
+    res = run("score.py", sol, bad, "--strict")
     assert res.returncode == 2
-    assert "duplicate id 'q1' in rows 1 and 2" in res.stderr
+    assert "row 2 (id 'q1'), column 'id': duplicate id (also row 1)" in res.stderr
     nocol = tmp_path / "nocol.csv"
     pl.read_csv(sol).drop("explanation").write_csv(nocol)
     res = run("score.py", sol, nocol)
