@@ -482,7 +482,7 @@ class OpenAIBackend:
         failure: BaseException | None = None
         done_samples = 0
         last_done = time.monotonic()
-        next_log = last_done + self.cfg.stall_seconds
+        next_probe = next_log = last_done + self.cfg.stall_seconds
         try:
             while pending:
                 done, pending = wait(pending, timeout=self.cfg.stall_seconds / 3,
@@ -509,17 +509,19 @@ class OpenAIBackend:
                         on_complete(i, first, comp)
                 if done:
                     last_done = now
+                    next_probe = now + self.cfg.stall_seconds
+                if not pending:
+                    break
                 in_flight = sum(1 for f in pending if f.running())
-                if pending and now - last_done >= self.cfg.stall_seconds:
+                if now >= next_probe:       # nothing finished for stall_seconds: is it there?
                     why = self._probe()
                     if why is not None:
                         stuck = BackendError(
                             f"the server at {self.base_url} stopped answering: no request for "
                             f"{self.cfg.model} finished in {now - last_done:.0f} s and GET "
-                            f"{self.base_url}/models failed ({why}); {done_samples} of {n_total} "
-                            f"samples had finished. Restart the server or point {self.url_setting()} "
-                            f"at a running one (a stuck but reachable server is bounded by "
-                            f"llm.timeout={self.cfg.timeout:g} s per request)")
+                            f"{self.base_url}/models failed ({why}). Restart the server or point "
+                            f"{self.url_setting()} at a running one (a stuck but reachable server "
+                            f"is bounded by llm.timeout={self.cfg.timeout:g} s per request)")
                         flight.abort(stuck)
                         failure = flight.first
                         for other in pending:
@@ -530,9 +532,8 @@ class OpenAIBackend:
                              "to llm.timeout=%g s per request", self.base_url, now - last_done,
                              in_flight, len(pending) - in_flight, done_samples, n_total,
                              self.cfg.timeout)
-                    last_done = now  # probe again after another stall_seconds
-                    next_log = now + self.cfg.stall_seconds
-                elif pending and now >= next_log:
+                    next_probe = next_log = now + self.cfg.stall_seconds
+                elif now >= next_log:
                     log.info("%s: %d of %d samples done, %d request(s) in flight, %.0f s",
                              self.base_url, done_samples, n_total, in_flight,
                              time.perf_counter() - t0)
