@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kohaku.config import build
-from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of, sent_params
+from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,15 @@ class VLLMBackend:
                     ) from exc
         return self._tok
 
+    def cache_params(self, req: ChatRequest) -> dict[str, Any]:
+        """Generation-cache parameters (kohaku/llm/base.py): the request's sampling fields and
+        schema plus the chat-template options that ``generate`` sends with it."""
+        from kohaku.llm.base import sent_params
+
+        thinking = self.cfg.enable_thinking
+        return sent_params(req, chat_template_kwargs=None if thinking is None
+                           else {"enable_thinking": thinking})
+
     @property
     def max_context(self) -> int:
         if self._max_context is None:
@@ -186,13 +195,6 @@ class VLLMBackend:
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def cache_params(self, req: ChatRequest) -> dict[str, Any]:
-        """Generation-cache parameters (kohaku/llm/base.py): the request's sampling fields and
-        schema plus the chat-template options that ``generate`` sends with it."""
-        thinking = self.cfg.enable_thinking
-        return sent_params(req, chat_template_kwargs=None if thinking is None
-                           else {"enable_thinking": thinking})
 
     def sampling_params(self, req: ChatRequest):
         from vllm import SamplingParams
