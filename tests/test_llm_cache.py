@@ -202,3 +202,18 @@ def test_vllm_key_hook_adds_only_the_chat_template_options():
     assert params_hash(r, plain) == params_hash(r)
     assert off.cache_params(r)["chat_template_kwargs"] == {"enable_thinking": False}
     assert params_hash(r, off) != params_hash(r)
+
+
+def test_data_parallel_replicas_report_their_completions_as_each_one_finishes():
+    from kohaku.llm.parallel import DataParallelBackend
+
+    cfg = {"name": "fake", "backend": "fake", "model": "fake", "revision": "0"}
+    reqs = [req(f"d{i}", n=1 + i % 2) for i in range(5)]
+    seen = []
+    dp = DataParallelBackend(cfg, ["0", "1"])
+    try:
+        out = dp.generate(reqs, on_complete=lambda i, first, comp: seen.append((i, first, comp.texts)))
+    finally:
+        dp.close()
+    assert sorted(seen) == [(i, 0, c.texts) for i, c in enumerate(out)]
+    assert [len(t) for _, _, t in sorted(seen)] == [1, 2, 1, 2, 1]
