@@ -7,25 +7,30 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-# respond(path, headers, json body) -> (status, payload bytes, extra headers)
-Responder = Callable[[str, dict, dict], tuple[int, bytes, dict]]
+# respond(path, headers, json body) -> (status, payload bytes, extra headers), or None: never
+# answer (the connection stays open until the server is stopped)
+Responder = Callable[[str, dict, dict], "tuple[int, bytes, dict] | None"]
 
 
 class LocalServer:
     """``with LocalServer(respond) as srv:`` serves ``srv.url`` (ending in /v1) until the block
-    ends. ``respond`` is called under a lock, so it may keep plain counters and lists."""
+    ends. ``respond`` is called under a lock, so it may keep plain counters and lists.
 
-    def __init__(self, respond: Responder):
+    ``models``: the ``data`` list of ``GET /v1/models`` (None: that path answers 404).
+    ``stop_listening()`` closes the listening socket while requests already accepted stay open
+    without an answer, like a server that was told to stop but still holds its connections."""
+
+    def __init__(self, respond: Responder, models: list[dict] | None = None):
         lock = threading.Lock()
+        self.release = threading.Event()   # set when the server stops: hanging requests end
+        self.gets = 0
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # keep test output clean
                 pass
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with lock:
-                    status, payload, headers = respond(self.path, dict(self.headers), body)
+            def _send(self, status: int, payload: bytes, headers: dict) -> None:
                 self.send_response(status)
                 for name, value in {"Content-Type": "application/json", **headers}.items():
                     self.send_header(name, value)
@@ -33,15 +38,41 @@ class LocalServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
+            def do_GET(self):
+                with lock:
+                    server.gets += 1
+                if models is None or self.path.rstrip("/") != "/v1/models":
+                    self._send(404, b'{"error": {"message": "not found"}}', {})
+                else:
+                    self._send(200, json.dumps({"object": "list", "data": models}).encode(), {})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    answer = respond(self.path, dict(self.headers), body)
+                if answer is None:
+                    server.release.wait()
+                    self.close_connection = True
+                    return
+                self._send(*answer)
+
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever,
                                        kwargs={"poll_interval": 0.02}, daemon=True)
+        self._listening = True
+
+    def stop_listening(self) -> None:
+        """New connections are refused from now on; open ones get no answer."""
+        if self._listening:
+            self._listening = False
+            self.httpd.shutdown()
+            self.httpd.server_close()
 
     def __enter__(self) -> "LocalServer":
         self.thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.release.set()
+        self.stop_listening()

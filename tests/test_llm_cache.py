@@ -7,8 +7,9 @@ import json
 import polars as pl
 import pytest
 
-from kohaku.llm import ChatRequest, Counters
-from kohaku.llm.cache import GenerationCache, generate_cached
+from kohaku.llm import BackendError, ChatRequest, Counters
+from kohaku.llm.base import sent_params, short_hash
+from kohaku.llm.cache import GenerationCache, generate_cached, params_hash
 from kohaku.llm.fake import FakeBackend
 
 
@@ -122,9 +123,97 @@ def test_many_parts_are_compacted(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_mod, "COMPACT_AFTER", 3)
     fake = FakeBackend(responder)
     cache = GenerationCache(tmp_path, fake.identity)
+    counts = []
     for i in range(5):
         generate_cached(fake, [req(f"p{i}")], cache, Counters())
-    assert len(list(cache.dir.glob("part-*.parquet"))) == 5
-    reopened = GenerationCache(tmp_path, fake.identity)
-    assert len(reopened) == 5
+        counts.append(len(list(cache.dir.glob("part-*.parquet"))))
+    # this process merges its own parts once there are three: 1, 2, merged, 2, merged
+    assert counts == [1, 2, 1, 2, 1]
+    other = GenerationCache(tmp_path, fake.identity)        # another process adds two parts
+    for i in range(5, 7):
+        generate_cached(fake, [req(f"p{i}")], other, Counters())
+    generate_cached(fake, [req("p7")], cache, Counters())   # the first one: merged + p7
+    assert len(list(cache.dir.glob("part-*.parquet"))) == 4
+    reopened = GenerationCache(tmp_path, fake.identity)     # more than three: one part
+    assert len(reopened) == 8
     assert len(list(cache.dir.glob("part-*.parquet"))) == 1
+
+
+class _Streaming(FakeBackend):
+    """Reports every request as it completes (``on_complete``) and fails at request ``fail_at``
+    of a call, as an HTTP backend does when its server goes away part-way."""
+
+    def __init__(self, fail_at: int | None = None):
+        super().__init__(responder)
+        self.fail_at = fail_at
+
+    def generate(self, requests, on_complete=None):
+        out = []
+        for idx, r in enumerate(requests):
+            if idx == self.fail_at:
+                raise BackendError("server went away")
+            [comp] = super().generate([r])
+            if on_complete is not None:
+                on_complete(idx, 0, comp)
+            out.append(comp)
+        return out
+
+
+def test_samples_are_stored_as_they_complete_and_a_rerun_sends_only_the_missing(tmp_path):
+    reqs = [req(f"q{i}", n=2) for i in range(5)]         # N = 10 samples in one call
+    broken = _Streaming(fail_at=3)
+    with pytest.raises(BackendError) as err:
+        generate_cached(broken, reqs, GenerationCache(tmp_path, broken.identity), Counters())
+    assert str(err.value) == ("server went away; 6 of the 10 samples of this call had finished "
+                              "and are cached, so a re-run sends only the other 4")
+    fresh = _Streaming()
+    c = Counters()
+    out = generate_cached(fresh, reqs, GenerationCache(tmp_path, fresh.identity), c)
+    assert [(r.messages[-1]["content"], r.n, r.seed) for call in fresh.calls for r in call] == \
+        [("q3", 2, 100), ("q4", 2, 100)]
+    assert (c.cache_hits, c.samples) == (6, 4)
+    assert [seeds(ss) for ss in out] == [[100, 101]] * 5
+    assert [[s.cached for s in ss] for ss in out] == [[True, True]] * 3 + [[False, False]] * 2
+
+
+def test_backends_without_a_key_hook_keep_their_keys():
+    """The key of a backend that sends the request as it is did not change with request_params
+    (caches written before stay valid); a backend's cache_params changes it."""
+    r = ChatRequest(messages=[{"role": "user", "content": "a"}], temperature=0.0, top_p=0.5,
+                    max_tokens=16, json_schema={"type": "object"})
+    before = short_hash({"temperature": 0.0, "top_p": 1.0, "max_tokens": 16,
+                         "json_schema": {"type": "object"}}, 32)
+    assert params_hash(r) == params_hash(r, FakeBackend(responder)) == before
+
+    class Thinking(FakeBackend):
+        def cache_params(self, req):
+            return sent_params(req, chat_template_kwargs={"enable_thinking": False})
+
+    assert params_hash(r, Thinking(responder)) != before
+    assert sent_params(r, chat_template_kwargs=None) == sent_params(r)
+
+
+def test_vllm_key_hook_adds_only_the_chat_template_options():
+    from kohaku.llm.vllm_backend import VLLMBackend, VLLMConfig
+
+    r = ChatRequest(messages=[{"role": "user", "content": "a"}], max_tokens=16)
+    plain = VLLMBackend(VLLMConfig(name="v", backend="vllm", model="m"))
+    off = VLLMBackend(VLLMConfig(name="v", backend="vllm", model="m", enable_thinking=False))
+    assert params_hash(r, plain) == params_hash(r)
+    assert off.cache_params(r)["chat_template_kwargs"] == {"enable_thinking": False}
+    assert params_hash(r, off) != params_hash(r)
+
+
+def test_data_parallel_replicas_report_their_completions_as_each_one_finishes():
+    from kohaku.llm.parallel import DataParallelBackend
+
+    cfg = {"name": "fake", "backend": "fake", "model": "fake", "revision": "0"}
+    reqs = [req(f"d{i}", n=1 + i % 2) for i in range(5)]
+    seen = []
+    dp = DataParallelBackend(cfg, ["0", "1"])
+    try:
+        out = dp.generate(reqs, on_complete=lambda i, first, comp: seen.append((i, first, comp.texts)))
+    finally:
+        dp.close()
+    assert sorted(seen) == [(i, 0, c.texts) for i, c in enumerate(out)]
+    assert [len(t) for _, _, t in sorted(seen)] == [1, 2, 1, 2, 1]

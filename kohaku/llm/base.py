@@ -9,12 +9,25 @@ request with ``n`` samples and ``seed=s`` is drawn with seed ``s + k``, so it is
 that a request with ``n=1, seed=s+k`` returns. vLLM does exactly this for ``n>1`` (each child
 request gets ``seed + index``); the hf backend seeds one generator per sequence; the openai backend
 sends one HTTP request per sample when ``llm.per_sample_seed`` is true.
+
+Generation-cache key: a sample is keyed by the backend identity, the messages, the effective seed
+and :func:`request_params` of the request: everything else that reaches the model, as the backend
+actually sends it. A backend whose request carries more than :func:`sent_params` (the openai
+backend's response_format after ``drop_schema_keys`` and its ``extra_body``; vLLM's chat template
+options) says so with a ``cache_params(req)`` method, so a setting that can change an output
+changes the key and nothing else does.
+
+Completions as they finish: a backend whose ``generate`` accepts ``on_complete`` calls
+``on_complete(index, first, completion)`` for every part of a request as soon as it is done
+(``completion`` holds samples ``first, first + 1, ...`` of ``requests[index]``), so the generation
+cache stores each sample when it completes and a failed call loses only what was still running.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import json
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
@@ -116,10 +129,46 @@ class Backend(Protocol):
         """Tokens of ``text`` with the model's tokenizer (no special tokens)."""
 
     def generate(self, requests: list[ChatRequest]) -> list[Completion]:
-        """All requests in one batched call; completions in input order."""
+        """All requests in one batched call; completions in input order.
+
+        Optionally ``generate(requests, on_complete=None)``: see the module docstring."""
 
     def close(self) -> None:
         """Release the model (GPU memory, worker processes)."""
+
+
+OnComplete = Callable[[int, int, Completion], None]
+
+
+def sent_params(req: ChatRequest, **extra: Any) -> dict[str, Any]:
+    """What of ``req`` reaches the model besides the messages, ``n`` and the seed (greedy
+    decoding ignores top_p, so it is normalised to 1.0 there). ``extra`` adds what a backend sends
+    on top; keys whose value is None are left out, so adding an option to a backend does not
+    change the keys of the samples generated without it."""
+    greedy = req.temperature == 0
+    params: dict[str, Any] = {
+        "temperature": req.temperature,
+        "top_p": 1.0 if greedy else req.top_p,
+        "max_tokens": req.max_tokens,
+        "json_schema": req.json_schema,
+    }
+    params.update({k: v for k, v in extra.items() if v is not None})
+    return params
+
+
+def request_params(backend: Any, req: ChatRequest) -> dict[str, Any]:
+    """The generation-cache parameters of ``req`` on ``backend``: its ``cache_params(req)`` when
+    it has one, else :func:`sent_params` (the request is sent as it is)."""
+    hook = getattr(backend, "cache_params", None)
+    return hook(req) if callable(hook) else sent_params(req)
+
+
+def accepts_on_complete(backend: Any) -> bool:
+    """Whether ``backend.generate`` reports completions as they finish (``on_complete``)."""
+    try:
+        return "on_complete" in inspect.signature(backend.generate).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins / C callables
+        return False
 
 
 def identity_of(llm_cfg: dict[str, Any]) -> str:

@@ -1,18 +1,24 @@
 """The generation cache: one row per generated sample, so no sample is ever generated twice.
 
 Layout: ``<cache.dir>/llm/<identity hash>/identity.json`` plus ``part-*.parquet`` files. A row is
-keyed by (backend identity, sampling params, effective seed, prompt hash): the effective seed of
-sample ``k`` of a request with seed ``s`` is ``s + k`` (see kohaku/llm/base.py), so a sample
-cached from a request with ``n=4`` is found again by a request with ``n=8`` or by a single-sample
-request with seed ``s + k``. With temperature 0 (greedy) the seed does not change the output and
-is left out of the key.
+keyed by (backend identity, request parameters, effective seed, prompt hash). The request
+parameters are those the backend actually sends (``request_params`` in kohaku/llm/base.py: the
+sampling fields, the JSON schema as sent, response format, extra body fields), so every setting
+that can change an output changes the key and nothing else does. The effective seed of sample
+``k`` of a request with seed ``s`` is ``s + k`` (see kohaku/llm/base.py), so a sample cached from
+a request with ``n=4`` is found again by a request with ``n=8`` or by a single-sample request with
+seed ``s + k``. With temperature 0 (greedy) the seed does not change the output and is left out
+of the key.
 
 ``generate_cached`` looks every (request, sample) up first and sends only the missing ones. The
 missing samples of a request are grouped into runs of consecutive indices, each sent as one
 request with ``n = run length`` and ``seed = s + first index`` (one prefill for the run on vLLM).
-After every backend call (``chunk_size`` requests, default: everything in one call) the new rows
-are written as one part file (temporary name, then rename), so an interrupted run keeps what it
-finished and resumes from there. Many small parts are compacted into one when opened.
+A backend that reports completions as they finish (``on_complete``, the openai and data-parallel
+backends) has each one written at once, so a call that fails part-way keeps every sample that
+completed and a re-run sends only the others; for the other backends the new rows are written
+after every backend call (``chunk_size`` requests, default: everything in one call). Each write is
+one part file (temporary name, then rename). Many small parts are merged: those this process
+wrote once there are ``COMPACT_AFTER`` of them, all of them when the cache is opened.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -30,7 +37,17 @@ from typing import Any
 import polars as pl
 
 from kohaku.artifacts import atomic_write
-from kohaku.llm.base import Backend, BackendError, ChatRequest, Completion, Counters, short_hash
+from kohaku.llm.base import (
+    Backend,
+    BackendError,
+    ChatRequest,
+    Completion,
+    Counters,
+    accepts_on_complete,
+    request_params,
+    sent_params,
+    short_hash,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +72,11 @@ def prompt_hash(messages: list[dict[str, str]]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def params_hash(req: ChatRequest) -> str:
-    """Hash of everything but the messages, n and the seed."""
-    greedy = req.temperature == 0
-    return short_hash({
-        "temperature": req.temperature,
-        "top_p": 1.0 if greedy else req.top_p,
-        "max_tokens": req.max_tokens,
-        "json_schema": req.json_schema,
-    }, 32)
+def params_hash(req: ChatRequest, backend: Backend | None = None) -> str:
+    """Hash of everything but the messages, n and the seed that ``backend`` sends for ``req``
+    (``request_params``; without a backend: the request's own fields)."""
+    params = request_params(backend, req) if backend is not None else sent_params(req)
+    return short_hash(params, 32)
 
 
 def effective_seed(req: ChatRequest, sample_idx: int) -> int:
@@ -98,6 +111,9 @@ class GenerationCache:
         if not ident.exists():
             atomic_write(ident, lambda tmp: tmp.write_text(json.dumps({"identity": identity}, indent=1)))
         self._rows: dict[str, dict[str, Any]] = {}
+        self._own_parts: list[Path] = []      # parts this object wrote (merged past COMPACT_AFTER)
+        self._own_keys: list[str] = []
+        self._lock = threading.Lock()
         self._load()
 
     def _parts(self) -> list[Path]:
@@ -137,13 +153,22 @@ class GenerationCache:
         return atomic_write(self.dir / name, df.write_parquet)
 
     def add(self, rows: list[dict[str, Any]]) -> None:
-        """Store new rows (one part file, written atomically)."""
-        new = [r for r in rows if r["key"] not in self._rows]
-        if not new:
-            return
-        self._write(new)
-        for r in new:
-            self._rows[r["key"]] = r
+        """Store new rows (one part file, written atomically). Once this object has written
+        ``COMPACT_AFTER`` parts, they are merged into one, so storing samples one at a time
+        leaves a bounded number of files."""
+        with self._lock:
+            new = [r for r in rows if r["key"] not in self._rows]
+            if not new:
+                return
+            self._own_parts.append(self._write(new))
+            for r in new:
+                self._rows[r["key"]] = r
+                self._own_keys.append(r["key"])
+            if len(self._own_parts) >= COMPACT_AFTER:
+                merged = self._write([self._rows[k] for k in self._own_keys])
+                for part in self._own_parts:
+                    part.unlink(missing_ok=True)
+                self._own_parts = [merged]
 
 
 def generate_cached(
@@ -166,10 +191,10 @@ def generate_cached(
     # key -> list of (request index, sample index) waiting for it
     waiting: dict[str, list[tuple[int, int]]] = {}
     phashes = [prompt_hash(r.messages) for r in requests]
+    pahashes = [params_hash(r, backend) for r in requests]
     keys: list[list[str]] = []
     for i, r in enumerate(requests):
-        pa = params_hash(r)
-        ks = [sample_key(identity, phashes[i], pa, effective_seed(r, k)) for k in range(r.n)]
+        ks = [sample_key(identity, phashes[i], pahashes[i], effective_seed(r, k)) for k in range(r.n)]
         keys.append(ks)
         for k, key in enumerate(ks):
             row = cache.get(key) if cache is not None else None
@@ -201,14 +226,46 @@ def generate_cached(
                               seed=r.seed if greedy else r.seed + start, json_schema=r.json_schema)
             todo.append((sub, i, start))
 
+    def rows_of(sub: ChatRequest, i: int, start: int, first: int, comp: Completion,
+                seconds: float) -> list[dict[str, Any]]:
+        """Cache rows of samples ``first, first + 1, ...`` of sub-request ``sub``."""
+        now = time.time()
+        return [{
+            "key": keys[i][start + first + j], "prompt_hash": phashes[i], "params_hash": pahashes[i],
+            "seed": effective_seed(sub, first + j), "text": comp.texts[j],
+            "prompt_tokens": comp.prompt_tokens, "completion_tokens": comp.completion_tokens[j],
+            "finish_reason": comp.finish_reasons[j], "seconds": seconds, "created": now,
+        } for j in range(len(comp.texts))]
+
+    streaming = cache is not None and accepts_on_complete(backend)
     size = chunk_size or len(todo) or 1
     for c in range(0, len(todo), size):
         chunk = todo[c:c + size]
+        stored = [0]  # samples of this call written to the cache as they completed
+
+        def on_complete(index: int, first: int, comp: Completion, chunk=chunk, stored=stored) -> None:
+            sub, i, start = chunk[index]
+            n = len(comp.texts)
+            if not (0 <= first and first + n <= sub.n and len(comp.completion_tokens) == n
+                    and len(comp.finish_reasons) == n):
+                raise RuntimeError(f"backend {identity} reported samples {first}..{first + n - 1} "
+                                   f"of a request with n={sub.n}")
+            cache.add(rows_of(sub, i, start, first, comp, comp.seconds / max(n, 1)))  # type: ignore[union-attr]
+            stored[0] += n
+
         t0 = time.perf_counter()
         try:
-            completions = backend.generate([sub for sub, _, _ in chunk])
-        except BackendError:
-            raise
+            subs = [sub for sub, _, _ in chunk]
+            completions = (backend.generate(subs, on_complete=on_complete) if streaming  # type: ignore[call-arg]
+                           else backend.generate(subs))
+        except BackendError as exc:
+            if not streaming or not stored[0]:
+                raise
+            total = sum(sub.n for sub, _, _ in chunk)
+            raise BackendError(
+                f"{exc}; {stored[0]} of the {total} samples of this call had finished and are "
+                f"cached, so a re-run sends only the other {total - stored[0]}"
+            ) from exc
         except Exception as exc:  # name the model; what finished before is already cached
             raise BackendError(
                 f"{identity}: generation failed ({type(exc).__name__}: {exc}); the samples finished "
@@ -223,7 +280,6 @@ def generate_cached(
         counters.model_calls += 1
         counters.seconds += dt
         rows = []
-        now = time.time()
         for (sub, i, start), comp in zip(chunk, completions):
             _check_completion(comp, sub, identity)
             counters.prompts += 1
@@ -241,15 +297,9 @@ def generate_cached(
                     out[ri][rk] = sample if (ri, rk) == (i, k) else _shared(sample)
                     if (ri, rk) != (i, k):
                         counters.deduped += 1
-                rows.append({
-                    "key": key, "prompt_hash": phashes[i], "params_hash": params_hash(sub),
-                    "seed": effective_seed(sub, j), "text": comp.texts[j],
-                    "prompt_tokens": comp.prompt_tokens,
-                    "completion_tokens": comp.completion_tokens[j],
-                    "finish_reason": comp.finish_reasons[j], "seconds": per_sample, "created": now,
-                })
+            rows += rows_of(sub, i, start, 0, comp, per_sample)
         if cache is not None:
-            cache.add(rows)
+            cache.add(rows)   # rows stored as they completed are skipped
     missing = [(i, k) for i, s in enumerate(out) for k, x in enumerate(s) if x is None]
     if missing:  # pragma: no cover - defensive
         raise RuntimeError(f"generation cache: samples {missing[:5]} were never generated")

@@ -18,7 +18,15 @@ import os
 import time
 from typing import Any
 
-from kohaku.llm.base import Backend, BackendError, ChatRequest, Completion, identity_of
+from kohaku.llm.base import (
+    Backend,
+    BackendError,
+    ChatRequest,
+    Completion,
+    OnComplete,
+    identity_of,
+    request_params,
+)
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +124,10 @@ class DataParallelBackend:
     def count_tokens(self, text: str) -> int:
         return self.local.count_tokens(text)
 
+    def cache_params(self, req: ChatRequest) -> dict[str, Any]:
+        """The replicas send what the local backend would (kohaku/llm/base.py)."""
+        return request_params(self.local, req)
+
     def _start(self) -> None:
         if self._workers:
             return
@@ -139,7 +151,10 @@ class DataParallelBackend:
                                    f"{self.devices[i]}) failed to load {self.identity}: {info}")
         log.info("started %d data-parallel workers on devices %s", len(self.devices), self.devices)
 
-    def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+    def generate(self, requests: list[ChatRequest],
+                 on_complete: OnComplete | None = None) -> list[Completion]:
+        """Completions in input order; ``on_complete`` gets each replica's share as soon as that
+        replica is done, so a failing replica does not lose the others' samples."""
         if not requests:
             return []
         self._start()
@@ -167,6 +182,11 @@ class DataParallelBackend:
                 continue
             for j, c in enumerate(comps):
                 merged[start + j] = Completion.from_dict(c)
+                if on_complete is not None:
+                    try:  # read every worker's reply first, whatever happens here
+                        on_complete(start + j, 0, merged[start + j])
+                    except Exception as exc:
+                        errors.append(f"storing the completions of worker {w}: {exc}")
             self.last_shards.append({"worker": w, "devices": payload["devices"],
                                      "pid": payload["pid"], "start": start, "end": end})
         if errors:

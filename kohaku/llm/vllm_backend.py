@@ -173,6 +173,15 @@ class VLLMBackend:
                     ) from exc
         return self._tok
 
+    def cache_params(self, req: ChatRequest) -> dict[str, Any]:
+        """Generation-cache parameters (kohaku/llm/base.py): the request's sampling fields and
+        schema plus the chat-template options that ``generate`` sends with it."""
+        from kohaku.llm.base import sent_params
+
+        thinking = self.cfg.enable_thinking
+        return sent_params(req, chat_template_kwargs=None if thinking is None
+                           else {"enable_thinking": thinking})
+
     @property
     def max_context(self) -> int:
         if self._max_context is None:

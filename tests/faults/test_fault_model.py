@@ -175,17 +175,23 @@ def test_backend_exception_fails_the_run_and_a_rerun_resumes_from_the_cached_sam
 
 class _Server(LocalServer):
     """An OpenAI-compatible server on 127.0.0.1 answering like the fake backend; the first
-    ``fail`` requests get ``status``."""
+    ``fail`` requests get ``status``, and so does every request after the first ``ok`` answers.
+    ``posts`` counts the requests, ``answered`` the 200 answers."""
 
-    def __init__(self, fail: int, status: int = 503):
-        self.fail, self.status, self.seen = fail, status, 0
-        super().__init__(self._respond)
+    def __init__(self, fail: int = 0, status: int = 503, ok: int | None = None):
+        self.fail, self.status, self.ok = fail, status, ok
+        self.posts = self.answered = 0
+        super().__init__(self._respond, models=[{"id": "local-model", "owned_by": "vllm",
+                                                 "max_model_len": 8192}])
 
     def _respond(self, path: str, headers: dict, body: dict) -> tuple[int, bytes, dict]:
-        self.seen += 1
-        if self.seen <= self.fail:
+        self.posts += 1
+        if self.posts <= self.fail or (self.ok is not None and self.answered >= self.ok):
             return self.status, b'{"error": {"message": "overloaded"}}', {}
-        schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
+        self.answered += 1
+        # without a schema in the body (llm.json_mode=object) it answers as it would with one
+        schema = body.get("response_format", {}).get("json_schema", {}).get("schema") or \
+            {"properties": {"answer_value": {"type": "string"}}}
         text = default_responder(ChatRequest(messages=body["messages"], json_schema=schema), body["seed"])
         return 200, json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
                                              "message": {"content": text}}]}).encode(), {}
@@ -199,7 +205,7 @@ def test_http_backend_retries_overload_with_backoff_and_gives_the_same_answers(
     with _Server(fail=3) as srv, caplog.at_level(logging.INFO, logger="kohaku.llm.openai_backend"):
         monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
         result = run_inprocess(tmp_path, *HTTP, "llm.max_retries=3", cache=cache)
-    assert caplog.text.count("retrying local-model in") == 3
+    assert caplog.text.count(f"retrying local-model at {srv.url} in") == 3
     assert result.summary("infer")["invalid"] == 0
     assert _submission(result).equals(_submission(baseline))
 
@@ -215,11 +221,60 @@ def test_http_backend_that_keeps_failing_stops_with_the_model_and_the_setting(tm
     assert "HTTP 500" in msg or "500" in msg
     assert run_json(tmp_path / "run")["status"] == "failed"
 
-    with pytest.raises(StageError) as err:  # no server at all
-        monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        run_inprocess(tmp_path, *HTTP, "llm.max_retries=1", run="run2", cache=cache)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # no server at all
+    with pytest.raises(StageError) as err:
+        run_inprocess(tmp_path, *HTTP, "llm.max_retries=1", "llm.max_context=8192", run="run2",
+                      cache=cache)
     assert "cannot reach http://127.0.0.1:9/v1 for local-model after 2 tries" in str(err.value)
-    assert "check $OPENAI_BASE_URL (llm.base_url_env)" in str(err.value)
+    # llm=openai reads $OPENAI_BASE_URL into llm.base_url; the message names both
+    assert str(err.value).endswith("is the server running? It is set by $OPENAI_BASE_URL (read "
+                                   "into llm.base_url)")
+    with pytest.raises(StageError) as err:  # the context length is asked first
+        run_inprocess(tmp_path, *HTTP, run="run3", cache=cache)
+    assert str(err.value) == (
+        "stage 'infer': llm.max_context is null, so kohaku asks http://127.0.0.1:9/v1/models for "
+        "the context length of local-model, and that failed ([Errno 111] Connection refused); is "
+        "the server running? It is set by $OPENAI_BASE_URL (read into llm.base_url); or set "
+        "llm.max_context")
+
+
+def test_http_settings_that_change_the_request_resend_the_prompts_and_nothing_else_does(
+        tmp_path, baseline, cache, monkeypatch):
+    """llm.drop_schema_keys, llm.json_mode and llm.extra_body change what the server is sent, so
+    every prompt goes out again; a vote setting or an HTTP setting that is not sent calls no one."""
+    n = baseline.summary("infer")["prompts"]
+    sent = []
+    with _Server() as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        for i, extra in enumerate([[], [], ["vote.tiebreak=blank"], ["llm.max_concurrency=1"],
+                                   ["llm.drop_schema_keys=[]"], ["llm.json_mode=object"],
+                                   ["+llm.extra_body.top_k=5"], ["llm.drop_schema_keys=[]"]]):
+            before = srv.posts
+            result = run_inprocess(tmp_path, *HTTP, *extra, run=f"run{i}", cache=cache)
+            sent.append(srv.posts - before)
+            assert result.summary("infer")["invalid"] == 0
+    assert n == 11
+    assert sent == [n, 0, 0, 0, n, n, n, 0]
+
+
+def test_http_round_that_fails_part_way_resumes_with_only_the_missing_samples(
+        tmp_path, baseline, cache, monkeypatch):
+    n = baseline.summary("infer")["prompts"]
+    with _Server(ok=4, status=500) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
+        with pytest.raises(StageError) as err:
+            run_inprocess(tmp_path, *HTTP, "llm.max_retries=0", cache=cache)
+        k = srv.answered
+        assert k == 4
+        assert f"{k} of the {n} samples of this call had finished and are cached, so a re-run " \
+            f"sends only the other {n - k}" in str(err.value)
+        assert run_json(tmp_path / "run")["status"] == "failed"
+        srv.ok = None                                   # the server is healthy again
+        before = srv.posts
+        result = run_inprocess(tmp_path, *HTTP, "llm.max_retries=0", run="rerun", cache=cache)
+    s = result.summary("infer")
+    assert srv.posts - before == n - k == s["prompts"] and s["cache_hits"] == k
+    assert _submission(result).equals(_submission(baseline))
 
 
 # ------------------------------------------------------------------ vLLM out of memory
