@@ -90,7 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     import torch
-    from omegaconf import OmegaConf
     from sentence_transformers import SentenceTransformer
 
     from kohaku.pipeline import option_values

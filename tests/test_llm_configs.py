@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from kohaku.config import build
 from kohaku.pipeline import option_values

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from omegaconf import OmegaConf
 
 from kohaku.config import ConfigError, build
 from kohaku.llm import ChatRequest

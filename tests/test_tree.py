@@ -171,7 +171,6 @@ def test_tree_stage_compute(tmp_path, sample_tables):
 
 
 def test_conf_files_match_the_dataclass(repo):
-    from omegaconf import OmegaConf
 
     for name in ("hier", "flat"):
         values = option_values("tree", name)
