@@ -9,7 +9,8 @@
     .venv-vllm/bin/python scripts/bench_llm.py --backend hf vllm --n 1 5 --batches 8 --threads 1
 
 For each batch size B it sends B prompts in ONE backend.generate call (JSON schema of the infer
-stage) and reports prompts/s, output tokens/s and the ratio to the first row. --n sets the samples
+stage) and reports samples/s, output tokens/s and the speed relative to the first backend's cell
+with the same n and batch (speed_vs_first, in samples/s). --n sets the samples
 per prompt (n=1 greedy; n>1 sampled with --temperature and a seed, as the pipeline's votes do).
 With several --backend values every backend answers the same prompts (built once, with the first
 backend's tokenizer) at the same --threads (hf: llm.threads; vllm on CPU: llm.cpu_threads), and
@@ -178,9 +179,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"backend {backend.identity}: load + warm-up {load_s:.1f} s", flush=True)
         loaded.append((name, llm_cfg, backend, load_s))
 
-    # the same prompts for every backend, decoder and n; each batch size gets its own prompts
-    offsets = {b: sum(args.batches[:i]) for i, b in enumerate(args.batches)}
-    prompts = {b: make_requests(loaded[0][2], cfg, b, args.context_tokens, offsets[b]) for b in args.batches}
+    # the same prompts for every backend and decoder; each (n, batch) gets its own prompts, and
+    # vLLM's prefix cache is reset before every cell, so no cell is served by an earlier one
+    prompts, offset = {}, 0
+    for n in args.n:
+        for b in args.batches:
+            prompts[(n, b)] = make_requests(loaded[0][2], cfg, b, args.context_tokens, offset)
+            offset += b
     cells = [(k, d, n, b) for n in args.n for b in args.batches for k in range(len(loaded))
              for d in (args.decoders if loaded[k][1]["backend"] == "hf" else [None])]
     best: dict[tuple, dict] = {}
@@ -189,13 +194,16 @@ def main(argv: list[str] | None = None) -> int:
             name, llm_cfg, backend, load_s = loaded[k]
             if decoder is not None:
                 backend.cfg.decoder = decoder
-            reqs = with_samples(prompts[b], n, args.temperature)
+            reqs = with_samples(prompts[(n, b)], n, args.temperature)
+            if hasattr(backend, "reset_prefix_cache"):
+                backend.reset_prefix_cache()
             t = time.perf_counter()
             comps = backend.generate(reqs)
             dt = time.perf_counter() - t
             out_tok = sum(sum(c.completion_tokens) for c in comps)
             in_tok = sum(c.prompt_tokens for c in comps)
             valid = sum(first_json_object(x) is not None for c in comps for x in c.texts)
+            cut = sum(reason == "length" for c in comps for reason in c.finish_reasons)
             print(f"round {rnd + 1} {name} decoder={decoder or '-'} n={n} batch={b}: {dt:.1f} s, "
                   f"{out_tok / dt:.2f} output tok/s", flush=True)
             row = {"llm": name, "backend": llm_cfg["backend"], "model": llm_cfg["model"],
@@ -204,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                    "prompts_per_s": round(b / dt, 3), "samples_per_s": round(b * n / dt, 3),
                    "output_tok_per_s": round(out_tok / dt, 2),
                    "total_tok_per_s": round((in_tok + out_tok) / dt, 1),
-                   "valid_json": f"{valid}/{b * n}", "rounds": args.rounds,
+                   "valid_json": f"{valid}/{b * n}", "cut_at_max_tokens": cut, "rounds": args.rounds,
                    "load_seconds": round(load_s, 1)}
             key = (k, decoder, n, b)
             if key not in best or row["seconds"] < best[key]["seconds"]:
@@ -217,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         r["speed_vs_first"] = round(r["samples_per_s"] / ref, 2)
 
     cols = ["llm", "decoder", "n", "batch", "prompt_tokens", "output_tokens", "seconds",
-            "samples_per_s", "output_tok_per_s", "total_tok_per_s", "speed_vs_first", "valid_json"]
+            "samples_per_s", "output_tok_per_s", "total_tok_per_s", "speed_vs_first", "valid_json",
+            "cut_at_max_tokens"]
     print(" | ".join(f"{c:>14}" for c in cols))
     for r in results:
         print(" | ".join(f"{r[c]!s:>14}" for c in cols))

@@ -247,8 +247,11 @@ def test_close_shuts_the_engine_down_and_next_call_restarts(fake_vllm):
     backend = load_backend(llm_cfg("vllm_qwen2_5_7b"))
     req = ChatRequest(messages=[{"role": "user", "content": "q"}])
     backend.generate([req])
+    backend.reset_prefix_cache()
+    assert fake_vllm.LLM.instances[0].prefix_cache_resets == 1
     backend.close()
     assert fake_vllm.LLM.instances[0].llm_engine.engine_core.shut_down
+    backend.reset_prefix_cache()                          # no engine: nothing to reset
     backend.generate([req])
     assert len(fake_vllm.LLM.instances) == 2
 

@@ -226,6 +226,8 @@ def ensure_hf_folder(src: GGUFSource, name: str, root: str | os.PathLike | None 
     try:
         try:
             convert_gguf_to_hf(gguf, work)
+        except BackendError:
+            raise
         except (OSError, ValueError, RuntimeError, ImportError) as exc:
             raise BackendError(
                 f"could not convert {gguf} (llm.gguf) into a Hugging Face folder with transformers: "
@@ -243,7 +245,12 @@ def ensure_hf_folder(src: GGUFSource, name: str, root: str | os.PathLike | None 
             if _conversion_ok(target, src.sha256):      # another process finished first
                 return target
             shutil.rmtree(target)
-        os.replace(work, target)
+        try:
+            os.replace(work, target)
+        except OSError:
+            if _conversion_ok(target, src.sha256):      # another process renamed its copy first
+                return target
+            raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not _conversion_ok(target, src.sha256):

@@ -434,6 +434,11 @@ class VLLMBackend:
         except Exception:  # pragma: no cover - only for messages
             return None
 
+    def reset_prefix_cache(self) -> None:
+        """Forget cached prompt prefixes (benchmarks: a repeated prompt is prefilled again)."""
+        if self._llm is not None:
+            self._llm.reset_prefix_cache()
+
     def close(self) -> None:
         """Shut the engine down (its processes end); the next ``generate`` starts a new one."""
         if self._llm is None:

@@ -161,6 +161,10 @@ class LLM:
     def get_tokenizer(self) -> _Tokenizer:
         return _Tokenizer()
 
+    def reset_prefix_cache(self, reset_running_requests: bool = False, reset_connector: bool = False) -> bool:
+        self.prefix_cache_resets = getattr(self, "prefix_cache_resets", 0) + 1
+        return True
+
     def _die(self, cause: BaseException) -> None:
         self.llm_engine.engine_core.dead = True
         raise EngineDeadError() from cause
