@@ -201,7 +201,7 @@ def _hints(cfg: VLLMConfig, exc: BaseException, args: dict[str, Any] | None = No
         return (f"vLLM's engine starts its worker processes with spawn, which re-imports the main "
                 f"script: guard the script's entry point with `if __name__ == \"__main__\":` "
                 f"(for {where}); {msg}")
-    if memory and device == "cpu":
+    if memory and device == "cpu" and "cuda" not in low:
         return (f"not enough memory for the KV cache of {where} on the CPU engine: its size is "
                 f"VLLM_CPU_KVCACHE_SPACE (GiB, environment) or llm.kv_cache_gb; set it to what the "
                 f"model needs and the machine has free, lower llm.max_model_len (now "
@@ -210,9 +210,10 @@ def _hints(cfg: VLLMConfig, exc: BaseException, args: dict[str, Any] | None = No
         util = cfg.gpu_memory_utilization
         util_hint = (f"lower llm.gpu_memory_utilization (now {util}: other processes may hold GPU "
                      f"memory)" if util >= 0.95 else f"raise llm.gpu_memory_utilization (now {util})")
-        return (f"out of GPU memory for {where}: lower llm.max_model_len (now "
+        return (f"out of GPU memory for {cfg.model}: lower llm.max_model_len (now "
                 f"{cfg.max_model_len}) or {util_hint}, or spread the model with "
-                f"llm.tensor_parallel_size (now {cfg.tensor_parallel_size}); {msg}")
+                f"llm.tensor_parallel_size (now {cfg.tensor_parallel_size}) "
+                f"({settings(cfg, args, device)}); {msg}")
     if "max_model_len" in low or "max_position_embeddings" in low or "maximum model length" in low \
             or "maximum context length" in low:
         return (f"context length problem for {where}: set llm.max_model_len to at most the "
