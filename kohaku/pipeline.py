@@ -29,6 +29,7 @@ import kohaku
 from kohaku.artifacts import (
     Artifact,
     ArtifactStore,
+    CacheLockError,
     CorruptArtifact,
     artifact_key,
     atomic_write,
@@ -58,7 +59,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from kohaku.llm.base import BackendError
     from kohaku.submission import SubmissionError
 
-    return (ConfigError, CorpusError, SubmissionError, BackendError)
+    return (ConfigError, CorpusError, SubmissionError, BackendError, CacheLockError)
 
 
 # Counters in stage summaries that mean "something went wrong but the run went on", with the
@@ -230,7 +231,8 @@ class Runner:
         self.cfg = cfg
         self.registry = registry or Registry()
         self.run_dir = Path(run_dir)
-        self.store = ArtifactStore(select(cfg, "cache.dir"), verify=bool(cfg.cache.get("verify", True)))
+        self.store = ArtifactStore(select(cfg, "cache.dir"), verify=bool(cfg.cache.get("verify", True)),
+                                   locking=str(cfg.cache.get("locking", "required")))
         self.services = services or Services()
         self.force = set(cfg.get("force") or [])
         self.records: dict[str, StageRecord] = {}
