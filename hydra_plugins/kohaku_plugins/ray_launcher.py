@@ -2,10 +2,12 @@
 
 On top of ``hydra_plugins.hydra_ray_launcher`` (pip install -e '.[ray]'):
 
-- ``ray.init`` gets only the keys that are set: ``object_store_memory: null`` (needed to join a
-  running cluster, which refuses one) is dropped instead of being replaced by the plugin's default.
-- A local instance asked for on ``_node_ip_address: 127.0.0.1`` stays on loopback: Ray on Linux
-  otherwise swaps 127.0.0.1 for the machine's outward address and listens on every interface.
+- ``ray.init`` gets only the keys that are set, and when it joins a running cluster
+  (``init.address=HOST:PORT`` or ``auto``) none of those that describe a new local instance
+  (object store size, CPUs, dashboard, ...), which Ray refuses there.
+- A local instance asked for on ``_node_ip_address: 127.0.0.1`` stays on loopback (as does a
+  driver joining a head at 127.0.0.1:PORT): Ray on Linux otherwise swaps 127.0.0.1 for the
+  machine's outward address and listens on every interface.
   It sends no usage statistics (unless RAY_USAGE_STATS_ENABLED says otherwise) and is shut down
   when the sweep ends, also when it fails.
 - Before any point is submitted, the per-point resources (``hydra.launcher.ray.remote``) are
@@ -26,6 +28,10 @@ from omegaconf import DictConfig, OmegaConf
 log = logging.getLogger("kohaku.ray")
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+# ray.init arguments that only describe a new local instance; Ray refuses them when joining a
+# running cluster, so they are dropped there (hydra/launcher=ray ...init.address=HOST:PORT works).
+LOCAL_ONLY = ("num_cpus", "num_gpus", "resources", "object_store_memory", "include_dashboard",
+              "dashboard_host", "dashboard_port", "_temp_dir", "_system_config")
 DEFAULT_OBJECT_STORE = 78_643_200  # the plugin's default, 75 MiB: points exchange only configs and results
 
 
@@ -91,7 +97,8 @@ else:
             init = {k: v for k, v in (OmegaConf.to_container(self.ray_cfg.init, resolve=True) or {}).items()
                     if v is not None}
             remote = OmegaConf.to_container(self.ray_cfg.remote, resolve=True) or {}
-            local = init.get("address") in (None, "local")
+            address = init.get("address")
+            local = address in (None, "local")
             started = False
             if not ray.is_initialized():
                 if local:
@@ -99,6 +106,13 @@ else:
                     if str(init.get("_node_ip_address", "")) in LOOPBACK:
                         _keep_ray_on_loopback()
                     init.setdefault("object_store_memory", DEFAULT_OBJECT_STORE)
+                else:
+                    dropped = [k for k in LOCAL_ONLY if init.pop(k, None) is not None]
+                    if dropped:
+                        log.info("joining the Ray cluster at %s: ignoring ray.init %s (they describe a "
+                                 "new local instance)", address, ", ".join(dropped))
+                    if str(address).rsplit(":", 1)[0] in LOOPBACK:  # a head on this machine's loopback
+                        _keep_ray_on_loopback()
                 log.info("ray.init(%s)", ", ".join(f"{k}={v!r}" for k, v in init.items()))
                 ray.init(**init)
                 started = True
