@@ -3,13 +3,14 @@
 Hydra's basic sweeper launches points in cartesian-product order, so neighbours tend to share
 their expensive upstream artifacts: with ``infer.prompt_order=a,b vote.n_samples=1,3`` the first
 two points need the same infer artifact, and with two workers the second one waits on the cache
-lock for the whole generation instead of generating for ``b``. ``KeyOrderedSweeper``
-(``hydra/sweeper=kohaku``, the default in ``conf/config.yaml``; it lives in
-``hydra_plugins/kohaku_plugins/`` because Hydra only loads plugins from there) predicts every point's cache keys
-from its composed config, without computing anything, and reorders the points so that each next
-one shares as short a prefix of the stage chain as possible with the points before it: distinct
-upstream work fans out to the workers first, and points that only differ downstream of a shared
-artifact come last, when that artifact is (nearly) done and they are cache hits.
+lock for the whole generation instead of generating for ``b``. The sweeper
+``hydra/sweeper=kohaku`` (the default in ``conf/config.yaml``; its class lives in
+``hydra_plugins/kohaku_plugins/`` because Hydra loads plugins only from there) predicts every
+point's cache keys from its composed config, without computing anything, and reorders the points
+so that each next one shares as short a prefix of the stage chain as possible with the points
+before it: distinct upstream work fans out to the workers first, and points that only differ
+downstream of a shared artifact come last, when that artifact is (nearly) done and they are cache
+hits.
 
 Only the order changes (and with it the numbered point dirs); every point still runs, and a
 failure to predict keys falls back to Hydra's order with a warning. This module belongs to the
