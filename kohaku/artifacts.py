@@ -4,9 +4,12 @@ An artifact is a folder ``<cache_dir>/<stage>/<key>/`` holding the stage's table
 extra files it wrote, and ``manifest.json``. The manifest is written last and lists a SHA-256 of
 every file, so a folder without a manifest, or whose files do not match it, is never read.
 
-Writes go to a temporary sibling folder that is renamed into place. ``os.rename`` of a folder
-onto a missing path is atomic on POSIX; when two workers race for the same key, the loser finds
-the winner's folder in place, discards its own copy and uses the winner's.
+Computing a key holds an flock on ``<cache_dir>/.locks/<stage>-<key>.lock``, so concurrent sweep
+points compute each artifact once; a cache whose filesystem has no working flock is refused
+(``locking="warn"`` goes on without it). Writes go to a temporary sibling folder that is renamed
+into place. ``os.rename`` of a folder onto a missing path is atomic on POSIX; when two workers race
+for the same key, the loser finds the winner's folder in place, discards its own copy and uses
+the winner's.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
+
+from kohaku.errors import KohakuError
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +98,23 @@ class Artifact:
     manifest: dict[str, Any]
 
 
+class CacheLockError(KohakuError, RuntimeError):
+    """The cache's filesystem cannot take the per-artifact lock (the message names cache.dir)."""
+
+
+LOCKING_MODES = ("required", "warn")
+
+
 class ArtifactStore:
-    def __init__(self, root: Path | str, verify: bool = True) -> None:
+    """``locking``: ``required`` (a filesystem without flock is an error) or ``warn``."""
+
+    def __init__(self, root: Path | str, verify: bool = True, locking: str = "required") -> None:
+        if locking not in LOCKING_MODES:
+            raise ValueError(f"cache.locking={locking!r}: use one of {', '.join(LOCKING_MODES)}")
         self.root = Path(root)
         self.verify = verify
+        self.locking = locking
+        self._warned = False
 
     def folder(self, stage: str, key: str) -> Path:
         return self.root / stage / key
@@ -124,23 +142,50 @@ class ArtifactStore:
     def lock(self, stage: str, key: str) -> Iterator[None]:
         """Hold an exclusive lock on ``stage/key`` (flock on ``.locks/<stage>-<key>.lock``) while computing it.
 
-        Where the filesystem has no flock the lock is skipped: the atomic rename in ``commit``
-        still leaves exactly one intact copy, only the work may be done twice.
+        Sweep points on several processes or nodes rely on it to compute each artifact once. Where
+        flock fails (some network filesystems) this raises :class:`CacheLockError` naming
+        ``cache.dir``, unless the store was made with ``locking="warn"``: then it warns once and goes
+        on unlocked (the atomic rename in ``commit`` still leaves one intact copy, but concurrent
+        points may compute the same artifact twice).
         """
         locks = self.root / ".locks"
         locks.mkdir(parents=True, exist_ok=True)
-        with open(locks / f"{stage}-{key}.lock", "a") as handle:
+        lock_file = locks / f"{stage}-{key}.lock"
+        with open(lock_file, "a") as handle:
+            locked = False
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX)
-            except OSError:  # pragma: no cover - e.g. some network filesystems
-                log.debug("%s/%s: no file locking here; relying on atomic rename", stage, key)
+                locked = True
+            except OSError as exc:
+                self._no_lock(lock_file, exc)
             try:
                 yield
             finally:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_UN)
-                except OSError:  # pragma: no cover
-                    pass
+                if locked:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_UN)
+                    except OSError:  # pragma: no cover - closing the file releases it anyway
+                        pass
+
+    def _no_lock(self, lock_file: Path, exc: OSError) -> None:
+        what = (
+            f"cache.dir={self.root}: file locking (flock) does not work there "
+            f"({exc.strerror or exc} on {lock_file})"
+        )
+        if self.locking == "required":
+            raise CacheLockError(
+                f"{what}. Sweep points sharing this cache would compute the same artifact twice or "
+                "race. Put cache.dir on a filesystem with working flock (a local disk for one "
+                "machine; for several nodes shared storage whose flock works across nodes, e.g. "
+                "NFSv4, or Lustre mounted with -o flock), or set cache.locking=warn if only one "
+                "process at a time uses this cache."
+            ) from exc
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "%s; cache.locking=warn: going on without locks. Only one process at a time may use "
+                "this cache, or concurrent runs will compute the same artifacts twice.", what
+            )
 
     def scratch(self, stage: str, key: str) -> Path:
         """A fresh temporary folder next to the final location, for a stage to compute into."""

@@ -32,9 +32,7 @@ from kohaku.artifacts import (
     Artifact,
     ArtifactStore,
     CorruptArtifact,
-    artifact_key,
     atomic_write,
-    fingerprint_files,
 )
 from kohaku.config import ConfigError
 from kohaku.errors import KohakuError
@@ -208,7 +206,8 @@ class Runner:
         self.cfg = cfg
         self.registry = registry or Registry()
         self.run_dir = Path(run_dir)
-        self.store = ArtifactStore(select(cfg, "cache.dir"), verify=bool(cfg.cache.get("verify", True)))
+        self.store = ArtifactStore(select(cfg, "cache.dir"), verify=bool(cfg.cache.get("verify", True)),
+                                   locking=str(cfg.cache.get("locking", "required")))
         self.services = services or Services()
         self.force = set(cfg.get("force") or [])
         self.records: dict[str, StageRecord] = {}
@@ -251,11 +250,9 @@ class Runner:
         return RunResult(self.run_dir, self.records, total)
 
     def _run_stage(self, stage: Stage) -> None:
-        slice_ = stage.config_slice(self.cfg)
         inputs = {name: self.artifacts[name].key for name in stage.inputs}
-        files = fingerprint_files(stage.file_inputs(self.cfg)) if stage.file_inputs else {}
-        key = artifact_key(stage.name, stage.version, slice_, inputs, files)
-        identity = {"config": slice_, "inputs": inputs, "files": files, "version": stage.version}
+        key, identity = stage.cache_identity(self.cfg, inputs)
+        slice_, files = identity["config"], identity["files"]
         last_file = self.store.root / stage.name / "last.json"
 
         # One worker computes a key at a time: a sweep point that needs an artifact another point

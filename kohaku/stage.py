@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
+from kohaku.artifacts import artifact_key, fingerprint_files
 from kohaku.config import ConfigError, as_dict, build
 
 
@@ -75,6 +76,16 @@ class Stage:
         """What the cache key hashes: each config key's value, typed keys as their built
         dataclass (so a default changed only in code changes the key)."""
         return {key: self.typed(cfg, key, as_data=True) for key in self.config_keys}
+
+    def cache_identity(self, cfg: DictConfig, inputs: Mapping[str, str],
+                       fingerprint: Callable[[list[Path]], dict[str, str]] = fingerprint_files,
+                       ) -> tuple[str, dict[str, Any]]:
+        """(cache key, what it hashes: config slice, upstream keys, input file hashes, version).
+        The runner keys artifacts with it and the sweeper predicts keys with it."""
+        slice_ = self.config_slice(cfg)
+        files = fingerprint(self.file_inputs(cfg)) if self.file_inputs else {}
+        identity = {"config": slice_, "inputs": dict(inputs), "files": files, "version": self.version}
+        return artifact_key(self.name, self.version, slice_, dict(inputs), files), identity
 
     def typed(self, cfg: DictConfig, key: str, as_data: bool = False) -> Any:
         value = plain(cfg, key)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from pathlib import Path
 
 import hydra
@@ -55,6 +56,10 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    # conf/hydra/launcher/ray.yaml shares its name with the Ray plugin's config, which Hydra then
+    # uses as its schema and says so on every composition; the files are meant to be that way.
+    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against ConfigStore",
+                            category=UserWarning)
     register_config_schemas()
     sys.argv = _accept_plus_experiment(sys.argv)
     main()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-RUNNER = {"kohaku.pipeline", "kohaku.stage", "kohaku.services", "kohaku.callbacks"}
+RUNNER = {"kohaku.pipeline", "kohaku.stage", "kohaku.services", "kohaku.callbacks", "kohaku.sweep"}
 CONFIG_LIBS = ("omegaconf", "hydra")
 
 
