@@ -274,6 +274,7 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
              "trimmed_snippets": 0, "retried": 0, "rounds": 0}
     rows: list[dict[str, Any]] = []
     pending = list(qrows)
+    timings_before = dict(getattr(backend, "timings", None) or {})   # prefill/decode split (hf)
     for attempt in range(cfg.max_retries + 1):
         if not pending:
             break
@@ -331,6 +332,8 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
     final_blank = len(pending)
     summary = {**counters.as_dict(), **stats, "questions": len(qrows), "blank_questions": final_blank,
                "backend_retries": int(getattr(backend, "retries", 0)), "identity": backend.identity}
+    for key, value in (getattr(backend, "timings", None) or {}).items():
+        summary[key] = round(value - timings_before.get(key, 0), 3)
     return gens, summary
 
 
@@ -353,6 +356,10 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
                  "invalid, %d still blank", summary["questions"], summary["prompts"],
                  summary["model_calls"], summary["cache_hits"], summary["invalid"],
                  summary["blank_questions"])
+    if "prefill_seconds" in summary:
+        ctx.log.info("infer: model time %.1f s prefill (%d prompt tokens), %.1f s decode (%d tokens)",
+                     summary["prefill_seconds"], summary["prefill_tokens"],
+                     summary["decode_seconds"], summary["decoded_tokens"])
     ctx.report(**summary)
     return {"generations": gens}
 
