@@ -5,12 +5,14 @@
     python scripts/bench_llm.py --backend vllm --model Qwen/Qwen2.5-7B-Instruct --batches 1 64 256
 
     python scripts/bench_llm.py --decoders loop generate --rounds 2   # hf: both decode paths
+    python scripts/bench_llm.py --dtypes float32 bfloat16 --rounds 2  # hf: both dtypes, one process
 
 For each batch size B it sends B prompts in ONE backend.generate call (greedy, JSON schema of the
 infer stage) and reports prompts/s, output tokens/s and the ratio to the first row. With the hf
-backend, --decoders compares decode paths (llm.decoder) and --dtype sets llm.dtype. With --rounds
-R every (decoder, batch) cell runs R times, interleaved, and its fastest round counts (the machine
-may be shared). Contexts are cut from the WattBot corpus JSON (read in place, never copied) or,
+backend, --decoders compares decode paths (llm.decoder) and --dtypes compares weight dtypes
+(llm.dtype; one model per dtype, loaded side by side), and the table splits the time into prefill
+and decode (prompt and output tokens/s of each part). With --rounds R every (dtype, decoder, batch)
+cell runs R times, interleaved, and its fastest round counts (the machine may be shared). Contexts are cut from the WattBot corpus JSON (read in place, never copied) or,
 if it is absent, from a generated filler text. Prints a table and writes a CSV (default
 outputs/bench/llm_<name>.csv).
 """
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--decoders", nargs="+", default=[None],
                     help="hf only: llm.decoder values to compare (loop, generate)")
-    ap.add_argument("--dtype", help="hf only: llm.dtype (auto, float32, bfloat16)")
+    ap.add_argument("--dtypes", nargs="+", default=[None],
+                    help="hf only: llm.dtype values to compare (auto, float32, bfloat16)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds; the fastest counts")
     ap.add_argument("--out", help="CSV path (default outputs/bench/llm_<name>.csv)")
     args = ap.parse_args(argv)
@@ -115,10 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         llm_cfg["model"] = args.model
     if llm_cfg["backend"] == "hf":
         llm_cfg["batch_size"] = max(args.batches)   # each batch is one forward batch
-        if args.dtype:
-            llm_cfg["dtype"] = args.dtype
-    elif args.decoders != [None] or args.dtype:
-        ap.error("--decoders and --dtype apply to the hf backend only")
+    elif args.decoders != [None] or args.dtypes != [None]:
+        ap.error("--decoders and --dtypes apply to the hf backend only")
     if llm_cfg["backend"] == "vllm":
         llm_cfg["use_tqdm"] = False
     root = OmegaConf.create({"seed": 0, "infer": OmegaConf.load(REPO / "conf" / "infer" / "default.yaml")})
@@ -126,49 +127,63 @@ def main(argv: list[str] | None = None) -> int:
     infer_values["max_tokens"] = args.max_tokens
     cfg = build(InferConfig, infer_values, "infer")
 
-    t0 = time.perf_counter()
-    backend = load_backend(llm_cfg)
-    warm = make_requests(backend, cfg, 1, 64, offset=999)
-    backend.generate(warm)                               # loads the model, warms the kernels
-    load_s = time.perf_counter() - t0
-    print(f"backend {backend.identity}: load + warm-up {load_s:.1f} s")
+    backends, load_s = {}, {}
+    for dtype in args.dtypes:
+        t0 = time.perf_counter()
+        backend = load_backend({**llm_cfg, "dtype": dtype} if dtype else llm_cfg)
+        warm = make_requests(backend, cfg, 1, 64, offset=999)
+        backend.generate(warm)                           # loads the model, warms the kernels
+        load_s[dtype] = time.perf_counter() - t0
+        backends[dtype] = backend
+        print(f"backend {backend.identity}: load + warm-up {load_s[dtype]:.1f} s")
 
     # the same prompts for every decoder; each batch size gets its own prompts
     offsets = {b: sum(args.batches[:i]) for i, b in enumerate(args.batches)}
-    cells = [(d, b) for d in args.decoders for b in args.batches]
+    cells = [(t, d, b) for b in args.batches for d in args.decoders for t in args.dtypes]
     best: dict[tuple, dict] = {}
     for rnd in range(args.rounds):
-        for decoder, b in cells:
+        for dtype, decoder, b in cells:
+            backend = backends[dtype]
             if decoder is not None:
                 backend.cfg.decoder = decoder
             reqs = make_requests(backend, cfg, b, args.context_tokens, offsets[b])
+            before = dict(getattr(backend, "timings", None) or {})
             t = time.perf_counter()
             comps = backend.generate(reqs)
             dt = time.perf_counter() - t
+            spent = {k: v - before.get(k, 0) for k, v in (getattr(backend, "timings", None) or {}).items()}
             out_tok = sum(sum(c.completion_tokens) for c in comps)
             in_tok = sum(c.prompt_tokens for c in comps)
             valid = sum(first_json_object(x) is not None for c in comps for x in c.texts)
-            print(f"round {rnd + 1} decoder={decoder or '-'} batch={b}: {dt:.1f} s, "
+            pre_s, dec_s = spent.get("prefill_seconds", 0.0), spent.get("decode_seconds", 0.0)
+            print(f"round {rnd + 1} dtype={dtype or '-'} decoder={decoder or '-'} batch={b}: "
+                  f"{dt:.1f} s (prefill {pre_s:.1f} s, decode {dec_s:.1f} s), "
                   f"{out_tok / dt:.2f} output tok/s", flush=True)
             row = {"backend": llm_cfg["backend"], "model": llm_cfg["model"],
+                   "dtype": backend.identity.split("#")[-2] if llm_cfg["backend"] == "hf" else "",
                    "decoder": decoder or "", "batch": b,
                    "prompt_tokens": in_tok, "output_tokens": out_tok, "seconds": round(dt, 2),
                    "prompts_per_s": round(b / dt, 3), "output_tok_per_s": round(out_tok / dt, 2),
+                   "prefill_s": round(pre_s, 2), "decode_s": round(dec_s, 2),
+                   "prefill_tok_per_s": round(spent.get("prefill_tokens", 0) / pre_s, 1) if pre_s else "",
+                   "decode_tok_per_s": round(spent.get("decoded_tokens", 0) / dec_s, 2) if dec_s else "",
                    "total_tok_per_s": round((in_tok + out_tok) / dt, 1), "valid_json": valid,
                    "rounds": args.rounds}
-            if (decoder, b) not in best or row["seconds"] < best[(decoder, b)]["seconds"]:
-                best[(decoder, b)] = row
+            if (dtype, decoder, b) not in best or row["seconds"] < best[(dtype, decoder, b)]["seconds"]:
+                best[(dtype, decoder, b)] = row
     results = [best[c] for c in cells]
     base = results[0]["output_tok_per_s"] or 1e-9
     for r in results:
         r["speedup_vs_first"] = round(r["output_tok_per_s"] / base, 2)
-        r["load_seconds"] = round(load_s, 1)
+    for (dtype, _, _), r in zip(cells, results):
+        r["load_seconds"] = round(load_s[dtype], 1)
 
-    cols = ["decoder", "batch", "prompt_tokens", "output_tokens", "seconds", "prompts_per_s",
-            "output_tok_per_s", "total_tok_per_s", "speedup_vs_first", "valid_json"]
-    print(" | ".join(f"{c:>16}" for c in cols))
+    cols = ["dtype", "decoder", "batch", "prompt_tokens", "output_tokens", "seconds", "prefill_s",
+            "decode_s", "prefill_tok_per_s", "decode_tok_per_s", "output_tok_per_s",
+            "speedup_vs_first", "valid_json"]
+    print(" | ".join(f"{c:>12}" for c in cols))
     for r in results:
-        print(" | ".join(f"{r[c]!s:>16}" for c in cols))
+        print(" | ".join(f"{r[c]!s:>12}" for c in cols))
     out = Path(args.out) if args.out else REPO / "outputs" / "bench" / f"llm_{name}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
@@ -176,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         w.writeheader()
         w.writerows(results)
     print(f"wrote {out}")
-    backend.close()
+    for backend in backends.values():
+        backend.close()
     return 0
 
 
