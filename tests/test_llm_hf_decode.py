@@ -125,10 +125,16 @@ def test_progress_eta_from_rates():
     rs = rows()                                   # prompts of 9, 23 (two rows) and 15 tokens
     p = _Progress("tiny", rs, [[0, 1, 2], [3]], 3, show=False)
     assert p.prompt_total == 9 + 23 + 15 and p.eta() is None
-    p.prefilled(32, 2.0)                          # 16 prompt tokens/s; 15 tokens left: ~0.94 s
-    assert p.eta() == pytest.approx(15 / 16)
-    p.stepped(1.0, tokens=3)                      # 3 tokens/s; no row done: max_tokens (58) per row
-    p.row_done(rs[0], 3)                          # 3 rows left at 3 tokens each, none written yet
-    assert p.eta() == pytest.approx(15 / 16 + 3 * 3 / 3)
-    p.row_done(rs[1], 3)
+    p.prefilled(32, 2.0)                          # 16 prompt tokens/s; 15 tokens left
+    assert p.eta() == pytest.approx(15 / 16)      # decode time unknown yet
+    budget = (6 + 20 + 20 + 12) / 4               # mean max_tokens
+    p.decoding(3)
+    p.stepped(1.0, tokens=3)                      # 3 tokens/s; nothing finished: half the budget
+    assert p.eta() == pytest.approx(15 / 16 + (budget + 3 * (budget - 1) / 2) / 3)
+    p.stepped(2.0, tokens=6)                      # 9 tokens in 3 s
+    p.row_done(rs[0], 3)                          # 2 live rows at 3 tokens, 1 row in a later batch
+    assert p.eta() == pytest.approx(15 / 16 + (3 + 2 * (budget - 3) / 2) * 3 / 9)
+    p.stepped(1.0, tokens=2)
+    p.row_done(rs[1], 4)                          # the live row (4 written) expects nothing past 4
     assert p.left == {0: 0, 1: 1, 2: 1}           # request 1 waits for its second sample
+    assert p.eta() == pytest.approx(15 / 16 + (3.5 + (budget - 4) / 2) * 4 / 11)
