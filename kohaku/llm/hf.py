@@ -52,7 +52,7 @@ from kohaku.llm.fetch import GGUFSource, ensure_gguf
 log = logging.getLogger(__name__)
 
 # Bump when RowSampler's decoding changes what a sample is: it is part of the cache identity.
-DECODER_VERSION = "3"
+DECODER_VERSION = "4"   # 4: the decode kv cache grows (bf16 rounding differs from 3)
 # Positions the decode loop's kv cache grows by when it is full (see HFBackend._decode_loop).
 CACHE_GROW = 64
 # File in a converted-GGUF folder naming the GGUF it was made from (see HFBackend._save_converted).
