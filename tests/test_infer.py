@@ -207,7 +207,8 @@ def _stage_ctx(tmp_path: Path, fake, cache_dir: Path) -> StageContext:
     three_question_contexts().write_parquet(r_dir / "contexts.parquet")
     cfg = OmegaConf.create({
         "seed": 0, "cache": {"dir": str(cache_dir)},
-        "infer": OmegaConf.load(CONF / "infer" / "default.yaml"),
+        # two retry rounds (the default has none): the test counts one model call per round
+        "infer": OmegaConf.merge(OmegaConf.load(CONF / "infer" / "default.yaml"), {"max_retries": 2}),
         "llm": {"name": "fake", "backend": "fake", "model": "fake", "revision": "0"},
     })
     out = tmp_path / "out"
