@@ -250,6 +250,7 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
              "trimmed_snippets": 0, "retried": 0, "rounds": 0}
     rows: list[dict[str, Any]] = []
     pending = list(qrows)
+    timings_before = dict(getattr(backend, "timings", None) or {})   # prefill/decode split (hf)
     for attempt in range(cfg.max_retries + 1):
         if not pending:
             break
@@ -307,4 +308,6 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
     final_blank = len(pending)
     summary = {**counters.as_dict(), **stats, "questions": len(qrows), "blank_questions": final_blank,
                "backend_retries": int(getattr(backend, "retries", 0)), "identity": backend.identity}
+    for key, value in (getattr(backend, "timings", None) or {}).items():
+        summary[key] = round(value - timings_before.get(key, 0), 3)
     return gens, summary

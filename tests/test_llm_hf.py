@@ -122,3 +122,39 @@ def test_minimal_instance_and_json_state():
     assert st.in_string and st.stack == ["{"]
     st.feed('", "b": [')
     assert not st.in_string and st.stack == ["{", "["]
+
+
+@pytest.mark.slow
+def test_gguf_is_converted_once_then_loaded_from_safetensors(tmp_path, monkeypatch):
+    import shutil
+
+    import torch
+
+    cfg = smollm_cfg()
+    name = Path(cfg["gguf"]["member"]).name
+    have = models_dir() / cfg["name"] / name
+    if not have.is_file():
+        pytest.skip(f"no {have} (run scripts/fetch_models.py)")
+    (tmp_path / cfg["name"]).mkdir()
+    shutil.copy(have, tmp_path / cfg["name"] / name)
+    monkeypatch.setenv("KOHAKU_MODELS", str(tmp_path))
+
+    first = load_backend(cfg)
+    assert first._source()[1] == {"gguf_file": name}           # nothing converted yet
+    first.model
+    folder = first._converted_dir()
+    assert folder.parent == tmp_path / cfg["name"] and (folder / "model.safetensors").is_file()
+    assert json.loads((folder / "kohaku_gguf.json").read_text())["gguf_sha256"] == cfg["gguf"]["sha256"]
+
+    second = load_backend(cfg)
+    assert second._source() == (str(folder), {})
+    second.model
+    msgs = [{"role": "user", "content": "How much energy did training use?"}]
+    assert second.render(msgs) == first.render(msgs)
+    assert second._eos_ids == first._eos_ids and second.identity == first.identity
+    a, b = first.model.state_dict(), second.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    # a folder stamped with another GGUF's digest is not trusted
+    (folder / "kohaku_gguf.json").write_text(json.dumps({"gguf_sha256": "0" * 64}))
+    assert load_backend(cfg)._source()[1] == {"gguf_file": name}

@@ -26,8 +26,14 @@
   including the end-of-sequence token.
 - ``llm.threads`` sets torch's thread count while generating only (restored afterwards): on a
   busy 2-core machine one thread was 4x faster than two (OpenMP oversubscription).
+- Each generate call (one infer round) shows a bar of prompts done / total with prefill and
+  decode tokens/s and the time left, and logs its prefill/decode split at the end;
+  ``timings`` sums that split over all calls (the infer stage reports it in run.json).
 - GGUF models (the default SmolLM2-135M-Instruct) load through transformers' GGUF support, with
   the tokenizer from the same file; the file is fetched on first use (kohaku/llm/fetch.py).
+  Parsing a GGUF is slow pure Python (~15 s for SmolLM2 on an idle 2-core box, over a minute on
+  a busy one), so the first load saves the dequantised model and tokenizer next to the file
+  (``<file>.<dtype>.hf/``, safetensors, stamped with the GGUF's SHA-256); later loads read that.
 """
 
 from __future__ import annotations
@@ -46,7 +52,11 @@ from kohaku.llm.fetch import GGUFSource, ensure_gguf
 log = logging.getLogger(__name__)
 
 # Bump when RowSampler's decoding changes what a sample is: it is part of the cache identity.
-DECODER_VERSION = "3"
+DECODER_VERSION = "4"   # 4: the decode kv cache grows (bf16 rounding differs from 3)
+# Positions the decode loop's kv cache grows by when it is full (see HFBackend._decode_loop).
+CACHE_GROW = 64
+# File in a converted-GGUF folder naming the GGUF it was made from (see HFBackend._save_converted).
+CONVERTED_STAMP = "kohaku_gguf.json"
 
 
 @dataclass
@@ -77,8 +87,9 @@ class HFConfig:
 
 
 def _torch_dtype(name: str, device: str):
-    """``auto``: bfloat16 on GPUs and on CPUs with native bf16 (prefill about 2x faster than
-    float32 there), float32 on other CPUs."""
+    """``auto``: bfloat16 on GPUs and on CPUs with native bf16 (AVX512-BF16/AMX: on a 2-core
+    AMD EPYC with AVX512-BF16, SmolLM2-135M prefilled 1.8x and decoded 1.6x faster than in
+    float32, ``bench_llm.py --dtypes``), float32 on other CPUs."""
     import torch
 
     from kohaku.devices import cpu_has_native_bf16
@@ -106,6 +117,9 @@ class HFBackend:
         self._loop_ok: bool | None = None    # transformers has the static kv cache (decoder=auto)
         self._cache_kw: str | None = None    # forward()'s keyword for the kv cache
         self.load_seconds = 0.0
+        # where generation time went, summed over every generate call (see ``timings``)
+        self._timings = {"prefill_seconds": 0.0, "decode_seconds": 0.0, "prefill_tokens": 0,
+                         "decode_steps": 0, "decoded_tokens": 0}
         import torch
 
         self.device = cfg.device
@@ -126,9 +140,63 @@ class HFBackend:
 
     # -- loading ---------------------------------------------------------------------------
 
+    def _converted_dir(self):
+        """Folder of the GGUF model converted once to safetensors + tokenizer files, next to
+        the GGUF file, per weight dtype (None without a GGUF)."""
+        if self._gguf is None:
+            return None
+        from pathlib import Path
+
+        path = Path(ensure_gguf(self._gguf, self.cfg.name))
+        dtype = str(_torch_dtype(self.cfg.dtype, self.device)).replace("torch.", "")
+        return path.parent / f"{path.stem}.{dtype}.hf"
+
+    def _converted_ok(self) -> bool:
+        folder = self._converted_dir()
+        stamp = folder / CONVERTED_STAMP if folder is not None else None
+        if stamp is None or not stamp.is_file():
+            return False
+        try:
+            return json.loads(stamp.read_text()).get("gguf_sha256") == self._gguf.sha256
+        except (OSError, ValueError):
+            return False
+
+    def _save_converted(self, model) -> None:
+        """Write the dequantised model and its tokenizer next to the GGUF (safetensors, no
+        pickles), so later loads skip parsing the GGUF: ~70 s -> ~1 s on a busy 2-core box.
+        A failure to write only costs that saving."""
+        import shutil
+
+        folder = self._converted_dir()
+        tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+        # the weights are already dense: save them as a plain model, not as a GGUF-quantized one
+        quantizer = getattr(model, "hf_quantizer", None)
+        qcfg = model.config.__dict__.pop("quantization_config", None)
+        try:
+            model.hf_quantizer = None
+            model.save_pretrained(tmp, safe_serialization=True)
+            self.tokenizer.save_pretrained(tmp)
+            (tmp / CONVERTED_STAMP).write_text(json.dumps(
+                {"gguf_sha256": self._gguf.sha256, "gguf": self._gguf.member}, indent=1))
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+            log.info("saved %s converted from its GGUF to %s (later loads read it)",
+                     self.cfg.name, folder)
+        except OSError as exc:
+            log.warning("could not save %s converted from its GGUF to %s: %s", self.cfg.name,
+                        folder, exc)
+        finally:
+            model.hf_quantizer = quantizer
+            if qcfg is not None:
+                model.config.quantization_config = qcfg
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def _source(self) -> tuple[str, dict[str, Any]]:
         """(path or id, from_pretrained kwargs)."""
         if self._gguf is not None:
+            if self._converted_ok():
+                return str(self._converted_dir()), {}
             path = ensure_gguf(self._gguf, self.cfg.name)
             return str(path.parent), {"gguf_file": path.name}
         kwargs: dict[str, Any] = {"trust_remote_code": self.cfg.trust_remote_code}
@@ -180,6 +248,8 @@ class HFBackend:
                     f"folder or pick another llm=..."
                 ) from exc
             model.eval()
+            if "gguf_file" in kwargs:
+                self._save_converted(model)
             self._model = model
             gen = model.generation_config
             eos = gen.eos_token_id if gen is not None else None
@@ -197,6 +267,12 @@ class HFBackend:
     @property
     def identity(self) -> str:
         return self._identity
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Seconds and tokens of prefill (prompt forwards) and decode (one-token steps with
+        sampling) summed over every generate call; a caller takes the difference around its calls."""
+        return dict(self._timings)
 
     @property
     def max_context(self) -> int:
@@ -271,10 +347,7 @@ class HFBackend:
             torch.set_num_threads(before)
 
     def _generate(self, requests: list[ChatRequest]) -> list[Completion]:
-        import torch
-        from tqdm.auto import tqdm
-
-        model = self.model
+        self.model                        # load it now: its load time is not generation time
         t_start = time.perf_counter()
         prompts = [self.render(r.messages) for r in requests]
         limit = self.max_context
@@ -294,34 +367,13 @@ class HFBackend:
         order = sorted(range(len(rows)), key=lambda j: (rows[j].max_tokens, len(rows[j].ids)))
         bs = self.cfg.batch_size
         batches = [order[s:s + bs] for s in range(0, len(order), bs)]
-        for batch in tqdm(batches, desc=f"{self.cfg.name} generate", unit="batch",
-                          disable=len(batches) < 2, leave=False):
-            brows = [rows[j] for j in batch]
-            closing = self._closers() if any(r.grammar is not None for r in brows) else None
-            sampler = RowSampler(brows, self._eos_ids, vocab_size=int(model.config.vocab_size),
-                                 closing=closing)
-            t0 = time.perf_counter()
-            try:
-                if self._use_loop():
-                    gen = self._decode_loop(brows, sampler)
-                else:
-                    gen = self._decode_generate(brows, sampler)
-            except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - GPU only
-                raise BackendError(
-                    f"out of GPU memory generating with {self.cfg.name}: lower llm.batch_size "
-                    f"(now {bs}) or infer.max_tokens"
-                ) from exc
-            dt = time.perf_counter() - t0
-            for b, r in enumerate(brows):
-                toks = gen[b]
-                end = next((t for t, tok in enumerate(toks) if tok in self._eos_ids), None)
-                forced = b in sampler.forced
-                body = toks if end is None else toks[:end]
-                # the end-of-sequence token counts as generated unless the length limit forced it
-                r.completion_tokens = len(body) + (1 if end is not None and not forced else 0)
-                r.finish = "length" if end is None or forced else "stop"
-                r.text = self.tokenizer.decode(body, skip_special_tokens=True)
-                r.seconds = dt / len(brows)
+        progress = _Progress(self.cfg.name, rows, batches, len(requests))
+        try:
+            self._generate_batches(rows, batches, progress)
+        finally:
+            progress.close()
+        for key, value in progress.timings().items():
+            self._timings[key] += value
         results: list[Completion] = []
         total = time.perf_counter() - t_start
         for i, r in enumerate(requests):
@@ -334,6 +386,42 @@ class HFBackend:
                 seconds=total * len(mine) / len(rows),
             ))
         return results
+
+    def _generate_batches(self, rows: list["_Row"], batches: list[list[int]],
+                          progress: "_Progress") -> None:
+        """Decode every batch of rows, filling each row's text, token count and finish reason."""
+        import torch
+
+        model = self.model
+        bs = self.cfg.batch_size
+        for batch in batches:
+            brows = [rows[j] for j in batch]
+            closing = self._closers() if any(r.grammar is not None for r in brows) else None
+            sampler = RowSampler(brows, self._eos_ids, vocab_size=int(model.config.vocab_size),
+                                 closing=closing)
+            t0 = time.perf_counter()
+            try:
+                if self._use_loop():
+                    gen = self._decode_loop(brows, sampler, progress)
+                else:
+                    gen = self._decode_generate(brows, sampler, progress)
+            except torch.cuda.OutOfMemoryError as exc:  # pragma: no cover - GPU only
+                raise BackendError(
+                    f"out of GPU memory generating with {self.cfg.name}: lower llm.batch_size "
+                    f"(now {bs}) or infer.max_tokens"
+                ) from exc
+            dt = time.perf_counter() - t0
+            progress.batch_done(brows, gen)
+            for b, r in enumerate(brows):
+                toks = gen[b]
+                end = next((t for t, tok in enumerate(toks) if tok in self._eos_ids), None)
+                forced = b in sampler.forced
+                body = toks if end is None else toks[:end]
+                # the end-of-sequence token counts as generated unless the length limit forced it
+                r.completion_tokens = len(body) + (1 if end is not None and not forced else 0)
+                r.finish = "length" if end is None or forced else "stop"
+                r.text = self.tokenizer.decode(body, skip_special_tokens=True)
+                r.seconds = dt / len(brows)
 
     # -- decoding a batch of rows ------------------------------------------------------------
 
@@ -372,17 +460,20 @@ class HFBackend:
         got = getattr(out, "cache", None)
         return out.logits, got if got is not None else getattr(out, "past_key_values", cache)
 
-    def _decode_loop(self, brows: list["_Row"], sampler: "RowSampler") -> list[list[int]]:
+    def _decode_loop(self, brows: list["_Row"], sampler: "RowSampler",
+                     progress: "_Progress | None" = None) -> list[list[int]]:
         """Generated token ids per row: prefill each distinct prompt once, then decode all rows
-        together over one preallocated kv cache.
+        together over one kv cache.
 
         - Prefill runs per prompt (no padding, no batch-wide attention matrix) and its keys and
           values are copied into every row that shares the prompt: the ``n`` samples of a request
           cost one prefill, not ``n``.
-        - Decoding writes each step's keys/values in place into a ``StaticCache`` of
-          ``width + max_new`` positions (rows left-padded, padding masked by an explicit 4-D mask,
-          positions per row), so a step costs the same at any length instead of re-copying the
-          cache as a growing ``DynamicCache`` does; batching then pays off in decode.
+        - Decoding writes each step's keys/values in place into a ``StaticCache`` (rows
+          left-padded, padding masked by an explicit 4-D mask, positions per row), so a step does
+          not re-copy the cache as a growing ``DynamicCache`` does; batching then pays off in
+          decode. The cache holds ``width`` + up to ``CACHE_GROW`` positions and grows by
+          ``CACHE_GROW`` when full, so a step attends over what is written, not over the whole
+          ``max_new`` budget that most answers never use.
         """
         import torch
         from transformers import DynamicCache, StaticCache
@@ -398,8 +489,10 @@ class HFBackend:
         keys: list[Any] = []
         values: list[Any] = []
         logits = None
+        progress = progress or _Progress.silent(brows)
         with torch.inference_mode():
             for members in groups.values():
+                t0 = time.perf_counter()
                 ids = brows[members[0]].ids
                 out_logits, cache = self._forward(
                     DynamicCache(config=model.config),
@@ -416,11 +509,17 @@ class HFBackend:
                     keys[layer_idx][members, :, start:] = k[0]
                     values[layer_idx][members, :, start:] = v[0]
                 del cache
-            static = StaticCache(config=model.config, max_cache_len=width + max_new)
+                progress.prefilled(len(ids), time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            # the cache grows by CACHE_GROW positions when full: every step attends over the
+            # positions written so far (+ < CACHE_GROW), not over width + max_new from the start
+            cap = width + min(max_new, CACHE_GROW)
+            static = StaticCache(config=model.config, max_cache_len=cap)
+            progress.decoding(n_rows)
             for layer_idx in range(len(keys)):
                 static.update(keys[layer_idx], values[layer_idx], layer_idx)
                 keys[layer_idx] = values[layer_idx] = None   # free as we go
-            mask = torch.zeros((n_rows, 1, 1, width + max_new), dtype=torch.bool, device=dev)
+            mask = torch.zeros((n_rows, 1, 1, cap), dtype=torch.bool, device=dev)
             for b, r in enumerate(brows):
                 mask[b, 0, 0, width - len(r.ids):width] = True
             pos = torch.tensor([len(r.ids) for r in brows], dtype=torch.long, device=dev)
@@ -433,10 +532,17 @@ class HFBackend:
             for step in range(max_new):
                 scores = sampler(last, full)
                 nxt = scores.argmax(dim=-1)
+                new = 0
                 for b, tok in enumerate(nxt.tolist()):
                     if not finished[b]:
                         gen[b].append(tok)
+                        new += 1
                         finished[b] = tok in self._eos_ids
+                        if finished[b]:
+                            progress.row_done(brows[b], len(gen[b]))
+                t1 = time.perf_counter()
+                progress.stepped(t1 - t0, new)
+                t0 = t1
                 if all(finished) or step == max_new - 1:
                     break
                 last = nxt[:, None]
@@ -450,17 +556,31 @@ class HFBackend:
                     mask, pos = mask.index_select(0, idx), pos.index_select(0, idx)
                     alive = [alive[i] for i in running]
                     rows_idx = torch.tensor(alive, dtype=torch.long, device=dev)
+                if width + step >= cap:
+                    grow = min(CACHE_GROW, width + max_new - cap)
+                    for layer in static.layers:
+                        for name in ("keys", "values"):
+                            t = getattr(layer, name)
+                            more = t.new_zeros((t.shape[0], t.shape[1], grow, t.shape[3]))
+                            setattr(layer, name, torch.cat([t, more], dim=2))
+                        layer.max_cache_len = cap + grow
+                    mask = torch.cat([mask, mask.new_zeros((mask.shape[0], 1, 1, grow))], dim=3)
+                    cap += grow
                 mask[:, 0, 0, width + step] = True
                 out_logits, static = self._forward(
                     static, input_ids=last.index_select(0, rows_idx), attention_mask=mask,
                     position_ids=(pos + step)[:, None])
                 full = torch.zeros_like(full)
                 full[rows_idx] = out_logits[:, -1].float()
+        for b, r in enumerate(brows):        # rows cut at the batch's last step
+            progress.row_done(r, len(gen[b]))
         return gen
 
-    def _decode_generate(self, brows: list["_Row"], sampler: "RowSampler") -> list[list[int]]:
+    def _decode_generate(self, brows: list["_Row"], sampler: "RowSampler",
+                         progress: "_Progress | None" = None) -> list[list[int]]:
         """Generated token ids per row through ``model.generate`` on a left-padded batch (one
-        prefill per row; the fallback for transformers without the static-cache API)."""
+        prefill per row; the fallback for transformers without the static-cache API). Its time
+        counts as decode: ``generate`` does not say how much of it was prefill."""
         import torch
         from transformers import GenerationConfig
 
@@ -475,12 +595,18 @@ class HFBackend:
             max_new_tokens=max(r.max_tokens for r in brows), do_sample=False, num_beams=1,
             pad_token_id=pad, eos_token_id=self._eos_ids,
         )
+        t0 = time.perf_counter()
         with torch.inference_mode():
             out = self.model.generate(
                 input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
                 generation_config=gen_cfg, logits_processor=[sampler],
             )
-        return out[:, width:].tolist()
+        gen = out[:, width:].tolist()
+        if progress is not None:
+            eos = set(self._eos_ids)
+            written = sum(next((t + 1 for t, tok in enumerate(g) if tok in eos), len(g)) for g in gen)
+            progress.stepped(time.perf_counter() - t0, written, steps=sampler.step)
+        return gen
 
     def close(self) -> None:
         self._model = None
@@ -492,6 +618,133 @@ class HFBackend:
                 torch.cuda.empty_cache()
         except ImportError:  # pragma: no cover
             pass
+
+
+class _Progress:
+    """Progress of one generate call (one infer round): a bar of prompts done / total with
+    prompt and output tokens/s and an estimate of the time left, and the prefill/decode split.
+
+    A prompt is done when all its rows (samples) have finished. The time left is the prompt
+    tokens still to prefill at the prefill rate so far plus the tokens still to decode at the
+    decode rate so far. A row of a later batch is expected to write as many tokens as the
+    finished rows did on average; a row decoding now that has written ``w`` tokens, as many
+    more as the finished rows that went past ``w`` wrote after it (half of what its
+    ``max_tokens`` leaves when none did). Before the first decode step the estimate covers the
+    prefill only and shows as a lower bound (``eta >12s``).
+    """
+
+    def __init__(self, name: str, rows: list["_Row"], batches: list[list[int]], n_prompts: int,
+                 show: bool = True):
+        self.name = name
+        self.left = {}                      # request -> rows not finished yet
+        for r in rows:
+            self.left[r.req] = self.left.get(r.req, 0) + 1
+        # each batch prefills each of its distinct prompts once
+        self.prompt_total = sum(len(rows[j].ids) for b in batches
+                                for j in {rows[i].req: i for i in b}.values())
+        self.max_tokens = {id(r): r.max_tokens for r in rows}
+        self.rows_total = len(rows)
+        self.n_prompts = n_prompts
+        self.done_rows: set[int] = set()
+        self.finished_tokens = 0            # tokens written by finished rows
+        self.finished_lengths: list[int] = []
+        self.decoded = 0                    # tokens written so far, finished rows or not
+        self.live = 0                       # rows of the batch decoding now, not finished
+        self.prefill_s = self.decode_s = 0.0
+        self.prefill_tok = self.steps = 0
+        self.t_start = time.perf_counter()
+        self._shown = 0.0
+        self.bar = None
+        if show:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=n_prompts, desc=f"{name} generate", unit="prompt",
+                            bar_format="{desc}: {n_fmt}/{total_fmt} prompts [{elapsed}{postfix}]")
+
+    @classmethod
+    def silent(cls, rows: list["_Row"]) -> "_Progress":
+        return cls("", rows, [list(range(len(rows)))], len({r.req for r in rows}), show=False)
+
+    def prefilled(self, tokens: int, seconds: float) -> None:
+        self.prefill_tok += tokens
+        self.prefill_s += seconds
+        self._show()
+
+    def decoding(self, n_rows: int) -> None:
+        """A batch of ``n_rows`` rows starts decoding."""
+        self.live = n_rows
+
+    def stepped(self, seconds: float, tokens: int, steps: int = 1) -> None:
+        self.decode_s += seconds
+        self.steps += steps
+        self.decoded += tokens
+        self._show()
+
+    def row_done(self, row: "_Row", generated: int) -> None:
+        if id(row) in self.done_rows:
+            return
+        self.done_rows.add(id(row))
+        self.finished_tokens += generated
+        self.finished_lengths.append(generated)
+        self.live = max(self.live - 1, 0)
+        self.left[row.req] -= 1
+        if self.left[row.req] == 0 and self.bar is not None:
+            self.bar.update(1)
+
+    def batch_done(self, brows: list["_Row"], gen: list[list[int]]) -> None:
+        for r, toks in zip(brows, gen):
+            self.row_done(r, len(toks))
+        self._show(force=True)
+
+    def eta(self) -> float | None:
+        """Seconds left (None before any rate is known)."""
+        if not self.prefill_tok:
+            return None
+        budget = sum(self.max_tokens.values()) / max(len(self.max_tokens), 1)
+        done = self.finished_lengths
+        per_row = sum(done) / len(done) if done else budget
+        later = self.rows_total - len(self.done_rows) - self.live
+        tokens = later * per_row
+        if self.live:
+            w = (self.decoded - self.finished_tokens) / self.live   # written per live row
+            past = [n - w for n in done if n > w]
+            tokens += self.live * (sum(past) / len(past) if past else max(budget - w, 0) / 2)
+        left = max(self.prompt_total - self.prefill_tok, 0) * self.prefill_s / self.prefill_tok
+        if self.decoded and self.decode_s:
+            left += tokens * self.decode_s / self.decoded
+        return left
+
+    def _show(self, force: bool = False) -> None:
+        if self.bar is None:
+            return
+        now = time.perf_counter()
+        if not force and now - self._shown < 1.0:
+            return
+        self._shown = now
+        parts = []
+        if self.prefill_s:
+            parts.append(f"prefill {self.prefill_tok}/{self.prompt_total} tok "
+                         f"{self.prefill_tok / self.prefill_s:.0f} tok/s")
+        if self.decode_s:
+            parts.append(f"decode {self.steps} steps {self.decoded / self.decode_s:.1f} tok/s")
+        eta = self.eta()
+        if eta is not None:   # before any decode step the decode time is unknown: a lower bound
+            parts.append(f"eta {'' if self.decoded else '>'}{eta:.0f}s")
+        self.bar.set_postfix_str(", ".join(parts))
+
+    def timings(self) -> dict[str, float]:
+        return {"prefill_seconds": self.prefill_s, "decode_seconds": self.decode_s,
+                "prefill_tokens": self.prefill_tok, "decode_steps": self.steps,
+                "decoded_tokens": self.decoded}
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        log.info("%s: %d prompt(s), %d row(s) in %.1f s: prefill %d tokens in %.1f s (%.0f tok/s), "
+                 "decode %d tokens in %d steps in %.1f s (%.1f tok/s)", self.name, self.n_prompts,
+                 self.rows_total, time.perf_counter() - self.t_start, self.prefill_tok,
+                 self.prefill_s, self.prefill_tok / max(self.prefill_s, 1e-9), self.decoded,
+                 self.steps, self.decode_s, self.decoded / max(self.decode_s, 1e-9))
 
 
 @dataclass

@@ -35,6 +35,10 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
                  "invalid, %d still blank", summary["questions"], summary["prompts"],
                  summary["model_calls"], summary["cache_hits"], summary["invalid"],
                  summary["blank_questions"])
+    if "prefill_seconds" in summary:
+        ctx.log.info("infer: model time %.1f s prefill (%d prompt tokens), %.1f s decode (%d tokens)",
+                     summary["prefill_seconds"], summary["prefill_tokens"],
+                     summary["decode_seconds"], summary["decoded_tokens"])
     ctx.report(**summary)
     return {"generations": gens}
 

@@ -25,6 +25,7 @@ from kohaku.text.tokens import count_tokens
 BROKEN = {"q001": "power usage effectiveness (PUE) did the university",
           "q007": "energy per output token did the newer G2"}
 ROUNDS = 3  # infer.max_retries=2: a question that never answers is asked three times
+RETRIES = f"infer.max_retries={ROUNDS - 1}"   # set here: the default has no retry rounds
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,7 @@ def cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory, cache):
-    return run_inprocess(tmp_path_factory.mktemp("baseline"), cache=cache)
+    return run_inprocess(tmp_path_factory.mktemp("baseline"), RETRIES, cache=cache)
 
 
 def _is_answer(req: ChatRequest) -> bool:
@@ -76,7 +77,7 @@ def _same_except_broken(result, baseline) -> None:
 def test_invalid_outputs_are_counted_and_leave_the_question_blank(tmp_path, baseline, cache, caplog,
                                                                    name, bad_output):
     with caplog.at_level(logging.WARNING, logger="kohaku.pipeline"):
-        result = run_inprocess(tmp_path, backend=scripted(_breaking(bad_output), name), cache=cache)
+        result = run_inprocess(tmp_path, RETRIES, backend=scripted(_breaking(bad_output), name), cache=cache)
     s = run_json(result.run_dir)["stages"]["infer"]["summary"]
     assert s["invalid"] == ROUNDS * len(BROKEN)
     assert s["blank_questions"] == len(BROKEN)
@@ -105,7 +106,7 @@ def test_refs_outside_the_context_are_dropped_and_counted(tmp_path, baseline, ca
         return json.dumps(answer)
 
     # real ids plus foreign ones: the foreign ones are dropped, the answers stay the same
-    result = run_inprocess(tmp_path / "a", backend=scripted(_breaking(extra_refs), "extra-refs"),
+    result = run_inprocess(tmp_path / "a", RETRIES, backend=scripted(_breaking(extra_refs), "extra-refs"),
                            cache=cache)
     s = result.summary("infer")
     assert s["dropped_refs"] == 2 * len(BROKEN) and s["invalid"] == 0 and s["blank_questions"] == 0
@@ -114,7 +115,7 @@ def test_refs_outside_the_context_are_dropped_and_counted(tmp_path, baseline, ca
     assert gens["dropped_refs"].to_list() == [2, 2]
 
     # only foreign ids: the answer has no support, so it is blank after every retry
-    result = run_inprocess(tmp_path / "b", backend=scripted(_breaking(only_foreign), "foreign-refs"),
+    result = run_inprocess(tmp_path / "b", RETRIES, backend=scripted(_breaking(only_foreign), "foreign-refs"),
                            cache=cache)
     s = result.summary("infer")
     assert s["dropped_refs"] == ROUNDS * len(BROKEN) and s["blank_questions"] == len(BROKEN)
@@ -332,7 +333,7 @@ def test_empty_and_truncated_outputs_are_counted_apart(tmp_path, cache):
         return "" if "G2" in question_of(req) else default_responder(req, seed)[:30]
 
     backend = _LengthLimited(_breaking(bad), name="cut", identity="fake:cut@test")
-    result = run_inprocess(tmp_path, backend=backend, cache=cache)
+    result = run_inprocess(tmp_path, RETRIES, backend=backend, cache=cache)
     s = result.summary("infer")
     assert (s["empty"], s["truncated"], s["invalid"]) == (ROUNDS, 2 * ROUNDS, 2 * ROUNDS)
     assert f"infer: {2 * ROUNDS} outputs that were not a JSON answer, {ROUNDS} empty outputs, " \
