@@ -64,6 +64,17 @@ def test_value_rules_shared_by_both_variants(variant: str, truth: str, pred: str
     assert value_ok(truth, pred, variant) is ok
 
 
+@pytest.mark.parametrize("variant", BOTH)
+def test_set_answers_are_lowercased_before_comparison(variant: str) -> None:
+    """``{...}`` is a lowercase set: case and order never matter, against a set or a list
+    (mutation survivor: the set parse without .lower() still passed every other test)."""
+    assert value_ok("{A, B}", "{b,a}", variant) is True
+    assert value_ok("{A,B}", "['b', 'a']", variant) is True  # lists are lowercased too
+    assert value_ok("['A', 'B']", "{b, a}", variant) is True
+    assert value_ok("{A,B}", "{a,c}", variant) is False
+    assert value_ok("{A,B}", "{a}", variant) is False
+
+
 @pytest.mark.parametrize(
     "truth, pred",
     [

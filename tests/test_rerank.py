@@ -85,6 +85,21 @@ def test_groups_are_independent_and_ranks_dense():
     assert ranked.filter((pl.col("qid") == "q1") & (pl.col("attempt") == 0)).height == 5
 
 
+def test_combined_normalises_per_question_and_attempt():
+    """max freq and max score sum are taken per (qid, attempt), not per question: a second
+    attempt with one hit gets value 1.0 whatever the first attempt held (mutation survivor:
+    normalising over qid alone)."""
+    later = hits([(0, D, 0.7), (1, A, 0.35)], qid="q1", attempt=1)
+    ranked = consensus(pl.concat([RAW, later]), "combined", freq_weight=0.4)
+    second = ranked.filter(pl.col("attempt") == 1)
+    vals = dict(zip(second["node_row"].to_list(), second["value"].to_list()))
+    assert vals[D] == pytest.approx(0.4 * 1 / 1 + 0.6 * 0.7 / 0.7)
+    assert vals[A] == pytest.approx(0.4 * 1 / 1 + 0.6 * 0.35 / 0.7)
+    first = ranked.filter(pl.col("attempt") == 0)
+    alone = consensus(RAW, "combined", freq_weight=0.4)
+    assert first["value"].to_list() == pytest.approx(alone["value"].to_list())
+
+
 def test_unknown_strategy():
     with pytest.raises(ValueError, match="retrieve.rerank='best'"):
         consensus(RAW, "best")

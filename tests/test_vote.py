@@ -105,6 +105,25 @@ def test_majority_mode_keeps_ids_cited_by_more_than_half() -> None:
     assert one(df, ref_mode="majority")["ref_id"] == ["a", "b"]  # a 3/4, b 3/4, c 1/4
 
 
+def test_majority_mode_excludes_ids_cited_by_exactly_half() -> None:
+    """More than half, not half: b is cited by 2 of 4 agreeing samples and is left out
+    (mutation survivor: >= half)."""
+    df = cands(["5"] * 4, refs=[["a", "b"], ["a", "b"], ["a"], ["a"]])
+    assert one(df, ref_mode="majority")["ref_id"] == ["a"]
+    weighted = cands(["5"] * 3, refs=[["a", "b"], ["a"], ["a", "b"]])
+    assert one(weighted, ref_mode="majority", weights=[1.0, 2.0, 1.0])["ref_id"] == ["a"]  # b: 2 of 4
+
+
+def test_agreement_is_winner_weight_over_all_samples_blanks_included() -> None:
+    """agreement = winner weight / weight of every sample, blanks included, even when the
+    blanks are dropped from the vote (mutation survivor: dividing by non-blank weight)."""
+    df = cands(["42", "42", "is_blank", "7"], blank=[False, False, True, False])
+    out = one(df)
+    assert out["answer_value"] == "42" and out["agreement"] == pytest.approx(2 / 4)
+    weighted = one(df, weights=[1.0, 1.0, 3.0, 1.0])
+    assert weighted["answer_value"] == "42" and weighted["agreement"] == pytest.approx(2 / 6)
+
+
 def test_tiebreak_first_and_priority() -> None:
     df = cands(["10", "20", "20", "10"])
     assert one(df)["answer_value"] == "10"  # first

@@ -1,0 +1,199 @@
+"""Mutation score of the core modules: mutate one module at a time, run only its fast tests.
+
+Each module is mutated in its own scratch copy of the repository (kohaku/, tests/, conf/,
+data/sample and pyproject.toml with a generated ``[tool.mutmut]`` section), so the checkout is
+never touched and each run sees only the test files listed for that module. mutmut maps every
+test to the functions it calls and runs, for each mutant, only the tests that reach it.
+
+Needs mutmut >= 3.8 importable by this interpreter, e.g. ``pip install -e '.[mutation]'`` or, to
+keep it out of a shared venv, ``pip install --target .mutmut-env/lib 'mutmut>=3.8'`` and
+``PYTHONPATH=.mutmut-env/lib``.
+
+    python scripts/mutation.py                      # every module, one after the other
+    python scripts/mutation.py metrics voting       # only these
+    python scripts/mutation.py --list               # modules and their test files
+
+Writes ``<out>/<module>.json`` (counts and the surviving mutants with their diffs) and prints
+one line per module: killed / total and the survivors' names. docs/mutation.md records the last
+full run and why each remaining survivor is equivalent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+log = logging.getLogger("mutation")
+
+REPO = Path(__file__).resolve().parents[1]
+
+# module name -> (file to mutate, its fast test files)
+MODULES: dict[str, tuple[str, list[str]]] = {
+    "metrics": ("kohaku/metrics.py", ["tests/test_metrics.py"]),
+    "values": ("kohaku/values.py", ["tests/test_values.py"]),
+    "voting": ("kohaku/voting.py", ["tests/test_vote.py"]),
+    "rerank": ("kohaku/retrieval/rerank.py", ["tests/test_rerank.py"]),
+    "context": ("kohaku/retrieval/context.py", ["tests/test_context.py"]),
+    "artifacts": ("kohaku/artifacts.py", ["tests/test_pipeline_cache.py"]),
+    "segment": ("kohaku/text/segment.py", ["tests/test_segment.py"]),
+}
+
+PRELOAD = ["pytest", "numpy", "polars", "pyarrow", "torch", "hypothesis", "yaml", "omegaconf", "hydra", "kohaku.pipeline", "kohaku.stages", "kohaku.voting", "kohaku.metrics", "kohaku.retrieval.retrieve", "kohaku.artifacts", "kohaku.text.segment"]
+
+COPY = ["kohaku", "tests", "conf", "data/sample", "README.md"]
+
+
+def _mutmut_path() -> str:
+    spec = importlib.util.find_spec("mutmut")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit(
+            "mutmut is not importable: pip install -e '.[mutation]' "
+            "(or pip install --target .mutmut-env/lib 'mutmut>=3.8' and PYTHONPATH=.mutmut-env/lib)"
+        )
+    return str(Path(list(spec.submodule_search_locations)[0]).parent)
+
+
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def _scratch(work: Path, target: str, tests: list[str]) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
+    for rel in COPY:
+        src = REPO / rel
+        if src.is_dir():
+            shutil.copytree(src, work / rel, ignore=ignore)
+        elif src.is_file():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, work / rel)
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    pyproject += (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["kohaku"]\n'
+        f"only_mutate = {_toml_list([target])}\n"
+        f"also_copy = {_toml_list(['conf', 'data', 'README.md'])}\n"
+        f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+        "use_git_change_detection = false\n"
+        # polars' thread pool does not survive fork(): a worker forked from a process that has
+        # run a polars query hangs. A fork server that has only imported the heavy modules is safe.
+        'process_isolation = "forkserver"\n'
+        'forkserver_warmup = "import"\n'
+        'preload_modules_file = "preload.txt"\n'
+    )
+    (work / "preload.txt").write_text("\n".join(PRELOAD) + "\n", encoding="utf-8")
+    (work / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+
+
+def _survivor_diffs(work: Path, env: dict, names: list[str]) -> dict[str, str]:
+    diffs = {}
+    for name in names:
+        out = subprocess.run(
+            [sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env, capture_output=True, text=True
+        )
+        diffs[name] = out.stdout.strip()
+    return diffs
+
+
+def run_module(name: str, out_dir: Path, max_children: int, keep: bool) -> dict:
+    target, tests = MODULES[name]
+    work = Path(tempfile.mkdtemp(prefix=f"kohaku-mut-{name}-"))
+    try:
+        _scratch(work, target, tests)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = _mutmut_path()  # never the checkout: the mutated copy must be imported
+        env.setdefault("HF_HUB_OFFLINE", "1")
+        env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        env.setdefault("CUDA_VISIBLE_DEVICES", "")
+        start = time.monotonic()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with open(out_dir / f"{name}.log", "w", encoding="utf-8") as run_log:
+            proc = subprocess.run(
+                [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)],
+                cwd=work,
+                env=env,
+                stdout=run_log,
+                stderr=subprocess.STDOUT,
+            )
+        seconds = time.monotonic() - start
+        if proc.returncode != 0:
+            log.error("%s: mutmut run failed (rc %s), see %s", name, proc.returncode, out_dir / f"{name}.log")
+            return {"module": name, "error": proc.returncode}
+        subprocess.run(
+            [sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=work, env=env, capture_output=True, check=True
+        )
+        stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
+        listing = subprocess.run(
+            [sys.executable, "-m", "mutmut", "results"], cwd=work, env=env, capture_output=True, text=True
+        ).stdout
+        survivors = [line.split(":")[0].strip() for line in listing.splitlines() if line.strip().endswith("survived")]
+        others = [line.strip() for line in listing.splitlines() if line.strip() and not line.strip().endswith("survived")]
+        result = {
+            "module": name,
+            "file": target,
+            "tests": tests,
+            "seconds": round(seconds, 1),
+            "stats": stats,
+            "survivors": _survivor_diffs(work, env, survivors),
+            "not_killed_other": others,
+        }
+        (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+        return result
+    finally:
+        if keep:
+            log.info("%s: scratch copy kept at %s", name, work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("modules", nargs="*", help=f"modules to mutate (default: all of {', '.join(MODULES)})")
+    parser.add_argument("--list", action="store_true", help="print the modules and their test files, then exit")
+    parser.add_argument("--max-children", type=int, default=2, help="mutants run in parallel (default 2)")
+    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "mutation", help="where the JSON reports go")
+    parser.add_argument("--keep", action="store_true", help="keep each scratch copy (to inspect with mutmut browse)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.list:
+        for name, (target, tests) in MODULES.items():
+            print(f"{name:10s} {target:32s} {' '.join(tests)}")
+        return 0
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown module(s) {unknown}; choose from {list(MODULES)}")
+    failed = False
+    for name in args.modules or list(MODULES):
+        log.info("%s: mutating %s against %s", name, MODULES[name][0], " ".join(MODULES[name][1]))
+        res = run_module(name, args.out, args.max_children, args.keep)
+        if "error" in res:
+            failed = True
+            continue
+        s = res["stats"]
+        log.info(
+            "%s: killed %d / %d (survived %d, timeout %d, no tests %d, suspicious %d) in %.0f s",
+            name,
+            s["killed"],
+            s["total"],
+            s["survived"],
+            s["timeout"],
+            s["no_tests"],
+            s["suspicious"],
+            res["seconds"],
+        )
+        for mutant in res["survivors"]:
+            log.info("  survived: %s", mutant)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
