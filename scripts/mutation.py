@@ -49,6 +49,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 
 PRELOAD = ["pytest", "numpy", "polars", "pyarrow", "torch", "hypothesis", "yaml", "omegaconf", "hydra", "kohaku.pipeline", "kohaku.stages", "kohaku.voting", "kohaku.metrics", "kohaku.retrieval.retrieve", "kohaku.artifacts", "kohaku.text.segment"]
 
+LOG_CALL = r"^\s*(log|logger)\.(debug|info|warning|error|exception)\("
+
 COPY = ["kohaku", "tests", "conf", "data/sample", "README.md"]
 
 
@@ -66,7 +68,14 @@ def _toml_list(items: list[str]) -> str:
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
-def _scratch(work: Path, target: str, tests: list[str]) -> None:
+def _tests_from_rev(work: Path, rev: str) -> None:
+    """Replace the scratch copy's tests/ with tests/ as of git revision ``rev``."""
+    shutil.rmtree(work / "tests")
+    archive = subprocess.run(["git", "archive", rev, "tests"], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(work)], input=archive, check=True)
+
+
+def _scratch(work: Path, target: str, tests: list[str], tests_rev: str | None) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
     for rel in COPY:
         src = REPO / rel
@@ -87,11 +96,15 @@ def _scratch(work: Path, target: str, tests: list[str]) -> None:
         # polars' thread pool does not survive fork(): a worker forked from a process that has
         # run a polars query hangs. A fork server that has only imported the heavy modules is safe.
         'process_isolation = "forkserver"\n'
+        # log calls are left alone: their text is for people, the tests pin values and errors
+        f"do_not_mutate_patterns = {_toml_list([LOG_CALL])}\n"
         'forkserver_warmup = "import"\n'
         'preload_modules_file = "preload.txt"\n'
     )
     (work / "preload.txt").write_text("\n".join(PRELOAD) + "\n", encoding="utf-8")
     (work / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    if tests_rev:
+        _tests_from_rev(work, tests_rev)
 
 
 def _survivor_diffs(work: Path, env: dict, names: list[str]) -> dict[str, str]:
@@ -104,21 +117,39 @@ def _survivor_diffs(work: Path, env: dict, names: list[str]) -> dict[str, str]:
     return diffs
 
 
-def run_module(name: str, out_dir: Path, max_children: int, keep: bool) -> dict:
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = _mutmut_path()  # never the checkout: the mutated copy must be imported
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    return env
+
+
+def run_module(name: str, out_dir: Path, max_children: int, keep: bool, tests_rev: str | None = None,
+               retest: dict | None = None) -> dict:
+    """Mutate one module in a fresh scratch copy, or (``retest``: a previous result kept with
+    --keep) copy today's tests into that scratch copy and rerun only its survivors."""
     target, tests = MODULES[name]
-    work = Path(tempfile.mkdtemp(prefix=f"kohaku-mut-{name}-"))
+    if retest:
+        work = Path(retest["workdir"])
+        for dest in (work / "tests", work / "mutants" / "tests"):
+            shutil.rmtree(dest)
+            shutil.copytree(REPO / "tests", dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        names = list(retest["survivors"])
+    else:
+        work = Path(tempfile.mkdtemp(prefix=f"kohaku-mut-{name}-"))
+        names = []
     try:
-        _scratch(work, target, tests)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = _mutmut_path()  # never the checkout: the mutated copy must be imported
-        env.setdefault("HF_HUB_OFFLINE", "1")
-        env.setdefault("TRANSFORMERS_OFFLINE", "1")
-        env.setdefault("CUDA_VISIBLE_DEVICES", "")
+        if not retest:
+            _scratch(work, target, tests, tests_rev)
+        env = _env()
         start = time.monotonic()
         out_dir.mkdir(parents=True, exist_ok=True)
-        with open(out_dir / f"{name}.log", "w", encoding="utf-8") as run_log:
+        suffix = ".retest" if retest else ""
+        with open(out_dir / f"{name}{suffix}.log", "w", encoding="utf-8") as run_log:
             proc = subprocess.run(
-                [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)],
+                [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *names],
                 cwd=work,
                 env=env,
                 stdout=run_log,
@@ -141,12 +172,15 @@ def run_module(name: str, out_dir: Path, max_children: int, keep: bool) -> dict:
             "module": name,
             "file": target,
             "tests": tests,
+            "tests_rev": None if retest else tests_rev,
+            "retest_of": sorted(retest["survivors"]) if retest else None,
+            "workdir": str(work) if keep else None,
             "seconds": round(seconds, 1),
             "stats": stats,
             "survivors": _survivor_diffs(work, env, survivors),
             "not_killed_other": others,
         }
-        (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+        (out_dir / f"{name}{suffix}.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
         return result
     finally:
         if keep:
@@ -161,7 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the modules and their test files, then exit")
     parser.add_argument("--max-children", type=int, default=2, help="mutants run in parallel (default 2)")
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "mutation", help="where the JSON reports go")
-    parser.add_argument("--keep", action="store_true", help="keep each scratch copy (to inspect with mutmut browse)")
+    parser.add_argument("--keep", action="store_true", help="keep each scratch copy (for --retest or mutmut browse)")
+    parser.add_argument("--tests-rev", help="run against tests/ as of this git revision (a 'before' score)")
+    parser.add_argument(
+        "--retest",
+        action="store_true",
+        help="rerun only the survivors of the last --keep run (<out>/<module>.json) against today's tests",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.list:
@@ -174,7 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     for name in args.modules or list(MODULES):
         log.info("%s: mutating %s against %s", name, MODULES[name][0], " ".join(MODULES[name][1]))
-        res = run_module(name, args.out, args.max_children, args.keep)
+        previous = None
+        if args.retest:
+            report = args.out / f"{name}.json"
+            previous = json.loads(report.read_text()) if report.is_file() else None
+            if not previous or not previous.get("workdir") or not Path(previous["workdir"]).is_dir():
+                log.error("%s: --retest needs a kept scratch copy from an earlier --keep run (%s)", name, report)
+                failed = True
+                continue
+        res = run_module(name, args.out, args.max_children, args.keep or args.retest, args.tests_rev, previous)
         if "error" in res:
             failed = True
             continue
