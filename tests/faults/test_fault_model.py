@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO
 from faultkit import generation_parts, question_of, run_inprocess, run_json, scripted, table
-from helpers_http import LocalServer
+from helpers_http import LocalServer, chat_completion
 from kohaku.llm.base import ChatRequest
 from kohaku.llm.fake import FakeBackend, default_responder
 from kohaku.pipeline import StageError
@@ -187,8 +187,7 @@ class _Server(LocalServer):
             return self.status, b'{"error": {"message": "overloaded"}}', {}
         schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
         text = default_responder(ChatRequest(messages=body["messages"], json_schema=schema), body["seed"])
-        return 200, json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
-                                             "message": {"content": text}}]}).encode(), {}
+        return 200, chat_completion([text], model=body["model"]), {}
 
 
 HTTP = ["llm=openai", "llm.model=local-model", "llm.backoff_base=0.01", "llm.max_concurrency=2"]
