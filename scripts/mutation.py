@@ -136,7 +136,10 @@ def run_module(name: str, out_dir: Path, max_children: int, keep: bool, tests_re
         for dest in (work / "tests", work / "mutants" / "tests"):
             shutil.rmtree(dest)
             shutil.copytree(REPO / "tests", dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        names = list(retest["survivors"])
+        # the survivors, and the mutants no test reached (new tests may reach them now)
+        names = list(retest["survivors"]) + [
+            line.split(":")[0] for line in retest["not_killed_other"] if line.endswith("no tests")
+        ]
     else:
         work = Path(tempfile.mkdtemp(prefix=f"kohaku-mut-{name}-"))
         names = []

@@ -264,3 +264,47 @@ def test_vote_stage_writes_consistent_answers_and_submission(tmp_path: Path) -> 
 def test_vote_stage_n_samples(tmp_path: Path) -> None:
     answers, _, _ = run_stage(tmp_path, {"n_samples": 1})
     assert answers["answer_value"].to_list() == ["12", "Hivemind", "is_blank"]
+
+
+def _submission(rows: list[tuple[str, ...]]) -> pl.DataFrame:
+    cols = ["id", "question", "answer", "answer_value", "answer_unit", "ref_id", "ref_url",
+            "supporting_materials", "explanation"]
+    return pl.DataFrame([dict(zip(cols, r)) for r in rows])
+
+
+def test_ensemble_submissions_in_process() -> None:
+    """ensemble_submissions votes per id across inputs in any row order: canonical values,
+    blanks dropped, refs and the row from an agreeing input, question/unit from the first input,
+    ref_url from the inputs' pairs or from ``urls``."""
+    from kohaku.voting import ensemble_submissions
+
+    s1 = _submission([("q1", "Q one", "a1", "1,000", "kWh", "['d1']", "['http://u1']", "s1", "e1"),
+                      ("q2", "Q two", "x", "is_blank", "", "[]", "[]", "is_blank", "x")])
+    s2 = _submission([("q2", "other", "a2", "7", "t", "['d2']", "['http://u2']", "s2", "e2"),
+                      ("q1", "other", "b1", "1000", "MWh", "['d1', 'd3']", "['http://u1', 'http://u3']", "t1", "f1")])
+    s3 = _submission([("q1", "Q one", "c1", "900", "kWh", "['d9']", "['http://u9']", "s9", "e9"),
+                      ("q2", "Q two", "c2", "7.0", "", "['d2']", "['http://u2']", "s3", "e3")])
+    answers, sub = ensemble_submissions([s1, s2, s3])
+    assert sub.to_dicts() == [
+        {"id": "q1", "question": "Q one", "answer": "a1", "answer_value": "1000", "answer_unit": "kWh",
+         "ref_id": "['d1']", "ref_url": "['http://u1']", "supporting_materials": "s1", "explanation": "e1"},
+        {"id": "q2", "question": "Q two", "answer": "a2", "answer_value": "7", "answer_unit": "is_blank",
+         "ref_id": "['d2']", "ref_url": "['http://u2']", "supporting_materials": "s2", "explanation": "e2"},
+    ]
+    a = {r["qid"]: r for r in answers.to_dicts()}
+    assert a["q1"]["agreement"] == pytest.approx(2 / 3) and a["q1"]["source_idx"] == 0
+    assert a["q2"]["n_blank"] == 1 and a["q2"]["source_idx"] == 1 and a["q2"]["n_votes"] == 3
+    # urls given: they replace the inputs' pairs; an id without one gets no url
+    _, sub = ensemble_submissions([s1, s2, s3], urls={"d1": "https://one"})
+    assert sub["ref_url"].to_list() == ["['https://one']", "is_blank"]
+    # a blank majority with ignore_blank off: blank answer, blank supporting materials
+    _, sub = ensemble_submissions([s1, s1.with_columns(pl.lit("is_blank").alias("answer_value")),
+                                   s1.with_columns(pl.lit("is_blank").alias("answer_value"))],
+                                  VoteConfig(ignore_blank=False))
+    assert sub["answer_value"].to_list() == ["is_blank", "is_blank"]
+    assert sub["supporting_materials"].to_list() == ["is_blank", "is_blank"]
+    # a missing column names the input
+    from kohaku.submission import SubmissionError
+
+    with pytest.raises(SubmissionError, match="second"):
+        ensemble_submissions([s1, s2.drop("answer_value")], names=["first", "second"])
