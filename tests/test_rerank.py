@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from kohaku.retrieval.rerank import consensus, fuse
+from kohaku.retrieval.rerank import consensus, fuse, node_stats
 
 A, B, C, D, E = 10, 11, 12, 13, 14
 
@@ -116,6 +116,8 @@ def test_rrf_k_reaches_the_statistics():
     ranked = consensus(RAW, "rrf", rrf_k=10)
     vals = dict(zip(ranked["node_row"].to_list(), ranked["value"].to_list()))
     assert vals[C] == pytest.approx(1 / 13 + 1 / 13 + 1 / 12) and vals[B] == pytest.approx(2 / 12)
+    stats = node_stats(RAW)  # default rrf_k 60
+    assert dict(zip(stats["node_row"].to_list(), stats["rrf"].to_list()))[B] == pytest.approx(2 / 62)
 
 
 def test_ties_go_to_the_lower_node_row():

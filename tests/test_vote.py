@@ -308,3 +308,74 @@ def test_ensemble_submissions_in_process() -> None:
 
     with pytest.raises(SubmissionError, match="second"):
         ensemble_submissions([s1, s2.drop("answer_value")], names=["first", "second"])
+
+
+def test_vote_generations_fills_every_column_and_the_summary(caplog) -> None:
+    """The whole answers table of vote_generations: union refs, ref_url only for known ids with
+    a url, supporting materials from the sample or else the cited titles, blank and unanswered
+    questions, answer_unit, and the summary."""
+    from kohaku.voting import vote_generations
+
+    gens = pl.DataFrame({
+        "qid": ["q1", "q1", "q1", "q2", "q2", "q4", "q4", "q5"],
+        "attempt": [0] * 8,
+        "sample_idx": [0, 1, 2, 0, 1, 0, 1, 0],
+        "answer_value": ["5", "5", "6", "is_blank", "is_blank", "x", "x", "y"],
+        "ref_id": [["d1", "d7"], ["d2"], ["d3"], [], [], ["d2"], ["d2"], ["d3"]],
+        "answer": ["five", "5!", "six", "", "", "ex", "ex2", "why"],
+        "explanation": ["e0", "e1", "e2", "b", "b", "ex0", "ex1", "y0"],
+        "is_blank": [False, False, False, True, True, False, False, False],
+        "supporting_materials": ["is_blank", "", "t", "", "", "quote", "q2", ""],
+        "valid": [True] * 8,
+    })
+    questions = pl.DataFrame({"qid": ["q1", "q2", "q3", "q4", "q5"], "question": ["Q1", "Q2", "Q3", "Q4", "Q5"],
+                              "answer_unit": ["kg", "", "m", "", "s"]})
+    docs = pl.DataFrame({"doc_id": ["d1", "d2", "d3"], "url": ["http://1", "http://2", ""],
+                         "title": [" Doc One ", "Doc Two", None]})
+    blank = "Unable to answer with confidence based on the provided documents."
+    with caplog.at_level(logging.WARNING, logger="kohaku.vote"):
+        answers, sub, summary = vote_generations(gens, questions, docs, VoteConfig(ref_mode="union"))
+    base = {"is_blank": False, "n_blank": 0, "source_idx": 0, "ref_fallback": False}
+    assert answers.to_dicts() == [
+        {**base, "qid": "q1", "answer": "five", "answer_value": "5", "answer_unit": "kg",
+         "ref_id": ["d1", "d7", "d2"], "ref_url": ["http://1", "http://2"],
+         "supporting_materials": "Doc One | Doc Two", "explanation": "e0",
+         "agreement": pytest.approx(2 / 3), "n_votes": 3},
+        {"qid": "q2", "answer": blank, "answer_value": "is_blank", "answer_unit": "is_blank", "ref_id": [],
+         "ref_url": [], "supporting_materials": "is_blank", "explanation": "is_blank", "is_blank": True,
+         "agreement": 1.0, "n_votes": 2, "n_blank": 2, "source_idx": 0, "ref_fallback": False},
+        {"qid": "q3", "answer": blank, "answer_value": "is_blank", "answer_unit": "m", "ref_id": [],
+         "ref_url": [], "supporting_materials": "is_blank", "explanation": "is_blank", "is_blank": True,
+         "agreement": 0.0, "n_votes": 0, "n_blank": 0, "source_idx": None, "ref_fallback": False},
+        {**base, "qid": "q4", "answer": "ex", "answer_value": "x", "answer_unit": "is_blank", "ref_id": ["d2"],
+         "ref_url": ["http://2"], "supporting_materials": "quote", "explanation": "ex0", "agreement": 1.0,
+         "n_votes": 2},
+        {**base, "qid": "q5", "answer": "why", "answer_value": "y", "answer_unit": "s", "ref_id": ["d3"],
+         "ref_url": [], "supporting_materials": "is_blank", "explanation": "y0", "agreement": 1.0,
+         "n_votes": 1},
+    ]
+    assert summary == {"n_questions": 5, "n_blank": 2, "mean_agreement": pytest.approx((2 / 3 + 1 + 0 + 1 + 1) / 5),
+                       "mean_votes": pytest.approx(8 / 5), "n_unanswered": 1, "n_unknown_refs": 1,
+                       "n_ref_fallback": 0}
+    assert sub["ref_id"].to_list() == ["['d1','d7','d2']", "is_blank", "is_blank", "['d2']", "['d3']"]
+    assert "1 question(s) have no generations" in caplog.text and "no ref_url): d7" in caplog.text
+    # two unanswered questions are counted as two
+    _, _, two = vote_generations(gens.filter(pl.col("qid") == "q1"), questions.head(3), docs, VoteConfig())
+    assert two["n_unanswered"] == 2 and two["n_blank"] == 2
+    # no questions at all: typed empty answers and a zero summary
+    answers, sub, summary = vote_generations(gens.head(0), questions.head(0), docs, VoteConfig())
+    assert answers.height == 0 and answers.schema["agreement"] == pl.Float64
+    assert answers.schema["source_idx"] == pl.Int64 and answers.schema["ref_id"] == pl.List(pl.String)
+    assert summary == {"n_questions": 0, "n_blank": 0, "mean_agreement": 0.0, "mean_votes": 0.0,
+                       "n_unanswered": 0, "n_unknown_refs": 0, "n_ref_fallback": 0}
+
+
+def test_blank_never_matches_an_answer_and_random_tiebreak_is_pinned() -> None:
+    """_matches: a blank only groups with blanks; the seeded draw is pinned for one qid."""
+    # an invalid sample is blank whatever its value: it does not vote for "7"
+    df = cands(["7", "7"], blank=[True, False])
+    out = one(df, ignore_blank=False, tiebreak="first")
+    assert out["is_blank"] and out["agreement"] == pytest.approx(0.5)  # two groups of one, blank first
+    picks = [one(cands(["1", "2", "3", "4"], qid=f"q{i}"), tiebreak="random", seed=7)["answer_value"]
+             for i in range(6)]
+    assert picks == ["1", "1", "3", "3", "3", "3"]  # sha256(f"{seed}:{qid}")[:16] as the Random seed
