@@ -126,8 +126,21 @@ def _env() -> dict:
     return env
 
 
+def _statuses(work: Path, env: dict) -> dict[str, str]:
+    """mutant name -> mutmut status (killed, survived, timeout, no tests, not checked, ...)."""
+    listing = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True
+    ).stdout
+    out = {}
+    for line in listing.splitlines():
+        if ": " in line:
+            key, status = line.strip().rsplit(": ", 1)
+            out[key] = status
+    return out
+
+
 def run_module(name: str, out_dir: Path, max_children: int, keep: bool, tests_rev: str | None = None,
-               retest: dict | None = None) -> dict:
+               retest: dict | None = None, functions: list[str] | None = None) -> dict:
     """Mutate one module in a fresh scratch copy, or (``retest``: a previous result kept with
     --keep) copy today's tests into that scratch copy and rerun only its survivors."""
     target, tests = MODULES[name]
@@ -142,7 +155,8 @@ def run_module(name: str, out_dir: Path, max_children: int, keep: bool, tests_re
         ]
     else:
         work = Path(tempfile.mkdtemp(prefix=f"kohaku-mut-{name}-"))
-        names = []
+        dotted = target.removesuffix(".py").replace("/", ".")
+        names = [f"{dotted}.x_{fn}__mutmut_*" for fn in functions or []]
     try:
         if not retest:
             _scratch(work, target, tests, tests_rev)
@@ -162,20 +176,21 @@ def run_module(name: str, out_dir: Path, max_children: int, keep: bool, tests_re
         if proc.returncode != 0:
             log.error("%s: mutmut run failed (rc %s), see %s", name, proc.returncode, out_dir / f"{name}.log")
             return {"module": name, "error": proc.returncode}
-        subprocess.run(
-            [sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=work, env=env, capture_output=True, check=True
-        )
-        stats = json.loads((work / "mutants" / "mutmut-cicd-stats.json").read_text())
-        listing = subprocess.run(
-            [sys.executable, "-m", "mutmut", "results"], cwd=work, env=env, capture_output=True, text=True
-        ).stdout
-        survivors = [line.split(":")[0].strip() for line in listing.splitlines() if line.strip().endswith("survived")]
-        others = [line.strip() for line in listing.splitlines() if line.strip() and not line.strip().endswith("survived")]
+        status = _statuses(work, env)
+        if functions or (retest and retest.get("functions")):
+            keep_fns = functions or retest["functions"]
+            status = {k: v for k, v in status.items() if any(f".x_{fn}__mutmut_" in k for fn in keep_fns)}
+        stats = {"total": len(status)}
+        for value in status.values():
+            stats[value] = stats.get(value, 0) + 1
+        survivors = [k for k, v in status.items() if v == "survived"]
+        others = [f"{k}: {v}" for k, v in status.items() if v not in ("survived", "killed")]
         result = {
             "module": name,
             "file": target,
             "tests": tests,
             "tests_rev": None if retest else tests_rev,
+            "functions": functions or (retest or {}).get("functions"),
             "retest_of": sorted(retest["survivors"]) if retest else None,
             "workdir": str(work) if keep else None,
             "seconds": round(seconds, 1),
@@ -200,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "mutation", help="where the JSON reports go")
     parser.add_argument("--keep", action="store_true", help="keep each scratch copy (for --retest or mutmut browse)")
     parser.add_argument("--tests-rev", help="run against tests/ as of this git revision (a 'before' score)")
+    parser.add_argument("--functions", nargs="+", metavar="NAME",
+                        help="mutate only these functions of the module(s) (a partial run; the report says so)")
     parser.add_argument(
         "--retest",
         action="store_true",
@@ -225,20 +242,18 @@ def main(argv: list[str] | None = None) -> int:
                 log.error("%s: --retest needs a kept scratch copy from an earlier --keep run (%s)", name, report)
                 failed = True
                 continue
-        res = run_module(name, args.out, args.max_children, args.keep or args.retest, args.tests_rev, previous)
+        res = run_module(name, args.out, args.max_children, args.keep or args.retest, args.tests_rev, previous,
+                         args.functions)
         if "error" in res:
             failed = True
             continue
         s = res["stats"]
         log.info(
-            "%s: killed %d / %d (survived %d, timeout %d, no tests %d, suspicious %d) in %.0f s",
+            "%s: killed %d / %d (%s) in %.0f s",
             name,
-            s["killed"],
+            s.get("killed", 0),
             s["total"],
-            s["survived"],
-            s["timeout"],
-            s["no_tests"],
-            s["suspicious"],
+            ", ".join(f"{k} {v}" for k, v in sorted(s.items()) if k not in ("killed", "total")),
             res["seconds"],
         )
         for mutant in res["survivors"]:
