@@ -379,3 +379,39 @@ def test_blank_never_matches_an_answer_and_random_tiebreak_is_pinned() -> None:
     picks = [one(cands(["1", "2", "3", "4"], qid=f"q{i}"), tiebreak="random", seed=7)["answer_value"]
              for i in range(6)]
     assert picks == ["1", "1", "3", "3", "3", "3"]  # sha256(f"{seed}:{qid}")[:16] as the Random seed
+
+
+def test_answer_priority_is_the_heaviest_identical_set_not_majority_ids() -> None:
+    """answer_priority takes the most-voted identical ref set (ties: first), ignoring samples
+    without refs; it is not the majority of ids and never a fallback."""
+    df = cands(["5", "5", "5"], refs=[["a"], ["b"], ["a", "b"]])
+    out = one(df)
+    assert out["ref_id"] == ["a"] and out["ref_fallback"] is False
+    assert one(df, ref_mode="majority")["ref_id"] == ["a", "b"]  # a 2/3, b 2/3
+    no_refs = cands(["5", "5", "5"], refs=[[], [], ["a"]])
+    assert one(no_refs)["ref_id"] == ["a"] and one(no_refs)["source_idx"] == 2
+
+
+def test_generations_to_candidates_fills_nulls_and_names_missing_columns() -> None:
+    gens = pl.DataFrame({
+        "qid": ["q1", "q1", "q1"], "attempt": [0, 0, 0], "sample_idx": [0, 1, 2],
+        "answer_value": [None, "4", "5"], "ref_id": [None, ["d1"], ["d2"]],
+        "answer": [None, "a", "b"], "explanation": [None, "e", "f"], "is_blank": [None, False, False],
+        "valid": [True, None, True], "supporting_materials": ["s0", None, "s2"],
+    }, schema_overrides={"ref_id": pl.List(pl.String)})
+    c = generations_to_candidates(gens, None)
+    assert c.to_dicts() == [
+        {"qid": "q1", "source_idx": 0, "answer_value": "", "ref_id": [], "answer": "", "explanation": "",
+         "is_blank": True, "supporting_materials": "s0"},  # null is_blank: blank
+        {"qid": "q1", "source_idx": 1, "answer_value": "4", "ref_id": ["d1"], "answer": "a", "explanation": "e",
+         "is_blank": True, "supporting_materials": None},  # null valid: invalid, so blank
+        {"qid": "q1", "source_idx": 2, "answer_value": "5", "ref_id": ["d2"], "answer": "b", "explanation": "f",
+         "is_blank": False, "supporting_materials": "s2"},
+    ]
+    # without a valid column every sample is valid; without supporting_materials none is kept
+    bare = generations_to_candidates(gens.drop("valid", "supporting_materials"), None)
+    assert bare["is_blank"].to_list() == [True, False, False]
+    assert "supporting_materials" not in bare.columns
+    with pytest.raises(ConfigError) as err:
+        generations_to_candidates(gens.drop("answer", "is_blank"), None)
+    assert str(err.value).startswith("infer/generations lacks column(s) ['answer', 'is_blank']; has ")
