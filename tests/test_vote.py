@@ -415,3 +415,12 @@ def test_generations_to_candidates_fills_nulls_and_names_missing_columns() -> No
     with pytest.raises(ConfigError) as err:
         generations_to_candidates(gens.drop("answer", "is_blank"), None)
     assert str(err.value).startswith("infer/generations lacks column(s) ['answer', 'is_blank']; has ")
+
+
+def test_agreement_edges_and_the_blank_winners_source() -> None:
+    assert one(cands(["5"]))["agreement"] == 1.0  # one sample of weight 1
+    zero = one(cands(["5", "6"]), weights=[0.0, 0.0])
+    assert zero["agreement"] == 0.0 and zero["answer_value"] == "5"  # no weight: no agreement, no crash
+    # a blank majority (blanks kept) is reported with the first blank sample as its source
+    out = one(cands(["7", "is_blank", "is_blank"], blank=[False, True, True]), ignore_blank=False)
+    assert out["is_blank"] and out["source_idx"] == 1 and out["agreement"] == pytest.approx(2 / 3)
