@@ -424,3 +424,52 @@ def test_agreement_edges_and_the_blank_winners_source() -> None:
     # a blank majority (blanks kept) is reported with the first blank sample as its source
     out = one(cands(["7", "is_blank", "is_blank"], blank=[False, True, True]), ignore_blank=False)
     assert out["is_blank"] and out["source_idx"] == 1 and out["agreement"] == pytest.approx(2 / 3)
+
+
+def test_config_and_candidate_errors_are_exact() -> None:
+    with pytest.raises(ConfigError) as err:
+        VoteConfig(ref_mode="nope").validate()
+    assert str(err.value) == "vote.ref_mode='nope'; use one of answer_priority, union, intersection, majority"
+    with pytest.raises(ConfigError) as err:
+        VoteConfig(tiebreak="coin").validate()
+    assert str(err.value) == "vote.tiebreak='coin'; use one of first, priority, random, blank"
+    with pytest.raises(ConfigError) as err:
+        VoteConfig(n_samples=0).validate()
+    assert str(err.value) == "vote.n_samples=0; use a positive integer or null"
+    with pytest.raises(ConfigError) as err:
+        VoteConfig(weights=[1.0, -0.5]).validate()
+    assert str(err.value) == "vote.weights=[1.0, -0.5]: weights must be >= 0"
+    VoteConfig(weights=[0.0, 1.0]).validate()  # a zero weight is allowed
+    with pytest.raises(ConfigError) as err:
+        vote(cands(["1"]).drop("is_blank"))
+    assert str(err.value).startswith("vote: candidate table lacks column(s) ['is_blank']; has ['qid', ")
+
+
+def test_null_and_canonically_blank_values_are_blank_votes() -> None:
+    # a null answer_value is the empty string, a blank token; "[]" is blank once canonical
+    nulls = cands(["5", "5"]).with_columns(pl.Series("answer_value", [None, "5"], dtype=pl.String))
+    assert one(nulls)["answer_value"] == "5" and one(nulls)["n_blank"] == 1
+    empty_list = one(cands(["[]", "5"]))
+    assert empty_list["answer_value"] == "5" and empty_list["n_blank"] == 1
+    assert one(cands(["[]", "5"]), canonical=False)["n_blank"] == 0  # raw voting: "[]" is a value
+
+
+def test_extra_columns_are_copied_and_the_output_is_typed() -> None:
+    df = cands(["5", "6", "6"]).with_columns(
+        pl.Series("note", [10, 20, 30], dtype=pl.Int32),
+        pl.lit(0.123).alias("agreement"),  # an output column on the input is not copied over it
+    )
+    out = vote(df)
+    assert out["note"].to_list() == [20] and out.schema["note"] == pl.Int32
+    assert out["agreement"].to_list() == [pytest.approx(2 / 3)]
+    assert out.schema["source_idx"] == pl.Int64 and out.schema["ref_id"] == pl.List(pl.String)
+    tie_blank = vote(cands(["5", "6"]), VoteConfig(tiebreak="blank"))  # source_idx null in every row
+    assert tie_blank.schema["source_idx"] == pl.Int64 and tie_blank["source_idx"].to_list() == [None]
+    empty = vote(cands(["5"]).head(0))
+    assert empty.height == 0 and empty.columns == list(vote(cands(["5"])).columns)
+
+
+def test_samples_of_one_source_keep_their_input_order() -> None:
+    df = cands(["6", "5"]).with_columns(pl.lit(0, dtype=pl.Int64).alias("source_idx"))
+    out = one(df)
+    assert out["answer_value"] == "6" and out["explanation"] == "expl 0"
