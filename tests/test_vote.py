@@ -473,3 +473,36 @@ def test_samples_of_one_source_keep_their_input_order() -> None:
     df = cands(["6", "5"]).with_columns(pl.lit(0, dtype=pl.Int64).alias("source_idx"))
     out = one(df)
     assert out["answer_value"] == "6" and out["explanation"] == "expl 0"
+
+
+def test_majority_mode_thresholds_and_its_fallback() -> None:
+    # more than half, by weight: a 4/4 and b 3/4 are both kept (not only the most cited)
+    df = cands(["5"] * 4, refs=[["a", "b"], ["a", "b"], ["a", "b"], ["a"]])
+    out = one(df, ref_mode="majority")
+    assert out["ref_id"] == ["a", "b"] and out["ref_fallback"] is False
+    # nobody above half: the most cited id(s) only, exactly (b is 0.1 behind a)
+    weighted = cands(["5"] * 3, refs=[["a"], ["b"], ["c"]])
+    out = one(weighted, ref_mode="majority", weights=[2.5, 2.4, 1.1])
+    assert out["ref_id"] == ["a"] and out["ref_fallback"] is False
+    tie = one(weighted, ref_mode="majority")
+    assert tie["ref_id"] == ["a", "b", "c"]  # all cited once
+    assert one(df, ref_mode="union")["ref_fallback"] is False
+    assert one(df, ref_mode="intersection")["ref_fallback"] is False
+
+
+def test_output_row_fields_come_from_the_representative() -> None:
+    df = cands(["1,000", "1000.0", "7"])
+    assert one(df)["answer_value"] == "1000"  # canonical: rendered
+    assert one(df, canonical=False)["answer_value"] == "1,000"  # raw: three groups of one, first wins
+    raw = one(cands(["1,000", "1,000", "7"]), canonical=False)
+    assert raw["answer_value"] == "1,000"  # raw voting returns the raw string
+    nulls = cands(["5"]).with_columns(pl.lit(None, dtype=pl.String).alias("answer"),
+                                      pl.lit(None, dtype=pl.String).alias("explanation"))
+    out = one(nulls)
+    assert out["answer"] == "" and out["explanation"] == ""
+    # a blank winner: no fallback, String extras blank, other extras null
+    blank = cands(["is_blank", "is_blank", "7"], blank=[True, True, False]).with_columns(
+        pl.Series("supporting_materials", ["s0", "s1", "s2"]), pl.Series("note", [1, 2, 3], dtype=pl.Int32))
+    out = one(blank, ignore_blank=False)
+    assert out["is_blank"] and out["ref_fallback"] is False and out["source_idx"] == 0
+    assert out["supporting_materials"] == "is_blank" and out["note"] is None
