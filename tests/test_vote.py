@@ -506,3 +506,45 @@ def test_output_row_fields_come_from_the_representative() -> None:
     out = one(blank, ignore_blank=False)
     assert out["is_blank"] and out["ref_fallback"] is False and out["source_idx"] == 0
     assert out["supporting_materials"] == "is_blank" and out["note"] is None
+
+
+def test_ensemble_of_minimal_inputs_with_nulls_and_numbers() -> None:
+    """Inputs with only id, answer_value and ref_id (numbers, nulls, empty ref lists) vote like
+    strings; missing text columns become empty; errors name the input."""
+    from kohaku.submission import SubmissionError
+    from kohaku.voting import ensemble_submissions
+
+    a = pl.DataFrame({"id": ["q1", "q2"], "answer_value": [5, None], "ref_id": ["[]", "[]"]})
+    b = pl.DataFrame({"id": ["q1", "q2"], "answer_value": [5, 7], "ref_id": ["[]", "['d1']"],
+                      "explanation": [None, "e"]})
+    answers, sub = ensemble_submissions([a, b])
+    assert sub.to_dicts() == [
+        # an empty answer takes the value, an empty explanation is blank (answers_to_submission)
+        {"id": "q1", "question": "", "answer": "5", "answer_value": "5", "answer_unit": "is_blank",
+         "ref_id": "is_blank", "ref_url": "is_blank", "supporting_materials": "is_blank", "explanation": "is_blank"},
+        {"id": "q2", "question": "", "answer": "7", "answer_value": "7", "answer_unit": "is_blank",
+         "ref_id": "['d1']", "ref_url": "is_blank", "supporting_materials": "is_blank", "explanation": "e"},
+    ]
+    assert answers["n_blank"].to_list() == [0, 1]
+    with pytest.raises(SubmissionError, match="input 2"):
+        ensemble_submissions([a, b.drop("ref_id")])
+    with pytest.raises(SubmissionError, match="input 1"):
+        ensemble_submissions([pl.concat([a, a]), b])
+
+
+def test_vote_generations_counts_ref_fallbacks_and_types_unanswered_rows() -> None:
+    from kohaku.voting import vote_generations
+
+    gens = pl.DataFrame({
+        "qid": ["q1", "q1"], "attempt": [0, 0], "sample_idx": [0, 1], "answer_value": ["5", "5"],
+        "ref_id": [["a"], ["b"]], "answer": ["x", "y"], "explanation": ["e", "f"], "is_blank": [False, False],
+    })
+    questions = pl.DataFrame({"qid": ["q1", "q2"], "question": ["Q1", "Q2"], "answer_unit": ["", ""]})
+    docs = pl.DataFrame({"doc_id": ["a"], "url": ["http://a"]})
+    answers, _, summary = vote_generations(gens, questions, docs, VoteConfig(ref_mode="intersection"))
+    assert answers["ref_fallback"].to_list() == [True, False] and summary["n_ref_fallback"] == 1
+    assert answers["is_blank"].to_list() == [False, True]
+    # every question unanswered: still the typed table
+    answers, _, summary = vote_generations(gens.head(0), questions, docs, VoteConfig())
+    assert answers.schema["source_idx"] == pl.Int64 and answers.schema["ref_url"] == pl.List(pl.String)
+    assert answers["source_idx"].to_list() == [None, None] and summary["n_unanswered"] == 2
