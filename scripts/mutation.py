@@ -237,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         previous = None
         if args.retest:
             report = args.out / f"{name}.json"
+            if (args.out / f"{name}.retest.json").is_file():  # the latest survivors
+                report = args.out / f"{name}.retest.json"
             previous = json.loads(report.read_text()) if report.is_file() else None
             if not previous or not previous.get("workdir") or not Path(previous["workdir"]).is_dir():
                 log.error("%s: --retest needs a kept scratch copy from an earlier --keep run (%s)", name, report)
