@@ -320,6 +320,8 @@ def test_scorer_never_raises_on_arbitrary_values(rows: list[tuple[str, str, str,
         ("[1,4]", "0.998", False),
         ("", None, True),  # a missing prediction is the empty string
         ("xxxx", None, False),
+        ("['xa', b]", "[a, b]", False),  # only quotes are stripped from list members
+        ("{Xa, b}", "{a, b}", False),  # and from set members
     ],
 )
 def test_value_match_parsing_rules(truth: str, pred: str, ok: bool) -> None:
@@ -334,6 +336,7 @@ def test_value_match_parsing_rules(truth: str, pred: str, ok: bool) -> None:
         ("", set(), False),
         ("doc1", {"doc1"}, False),  # one token, not malformed
         ('["Doc1", true]', {"doc1", "true"}, False),  # JSON first (ast would reject true)
+        ("['Doc1', true]", {"doc1", "true"}, False),  # after ' -> "
         ("['a', 'b',]", {"a", "b"}, False),  # not JSON: ast.literal_eval next
         ("['a', '']", {"a"}, False),  # empty ids dropped
     ],
