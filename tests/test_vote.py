@@ -548,3 +548,8 @@ def test_vote_generations_counts_ref_fallbacks_and_types_unanswered_rows() -> No
     answers, _, summary = vote_generations(gens.head(0), questions, docs, VoteConfig())
     assert answers.schema["source_idx"] == pl.Int64 and answers.schema["ref_url"] == pl.List(pl.String)
     assert answers["source_idx"].to_list() == [None, None] and summary["n_unanswered"] == 2
+
+
+def test_an_answered_row_says_it_is_not_blank() -> None:
+    out = vote(cands(["5"]))
+    assert out["is_blank"].to_list() == [False] and out.schema["is_blank"] == pl.Boolean
