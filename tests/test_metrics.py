@@ -320,7 +320,7 @@ def test_scorer_never_raises_on_arbitrary_values(rows: list[tuple[str, str, str,
         ("[1,4]", "0.998", False),
         ("", None, True),  # a missing prediction is the empty string
         ("xxxx", None, False),
-        ("['xa', b]", "[a, b]", False),  # only quotes are stripped from list members
+        ("['Xa', b]", "[a, b]", False),  # only quotes are stripped from list members
         ("{Xa, b}", "{a, b}", False),  # and from set members
     ],
 )
