@@ -375,6 +375,14 @@ def vote_generations(generations: pl.DataFrame, questions: pl.DataFrame, documen
 # ensembles of submission files (scripts/ensemble.py)
 
 
+# Candidates read from submission files (one source per file).
+SUBMISSION_CANDIDATES = {
+    "qid": pl.String, "source_idx": pl.Int64, "answer_value": pl.String,
+    "ref_id": pl.List(pl.String), "answer": pl.String, "explanation": pl.String,
+    "is_blank": pl.Boolean, "supporting_materials": pl.String,
+}
+
+
 def ensemble_submissions(
     submissions: list[pl.DataFrame],
     cfg: VoteConfig | None = None,
@@ -418,14 +426,10 @@ def ensemble_submissions(
                     "is_blank": [is_blank_value(r["answer_value"]) for r in rows],
                     "supporting_materials": [r.get("supporting_materials", "") for r in rows],
                 },
-                schema={
-                    "qid": pl.String, "source_idx": pl.Int64, "answer_value": pl.String,
-                    "ref_id": pl.List(pl.String), "answer": pl.String, "explanation": pl.String,
-                    "is_blank": pl.Boolean, "supporting_materials": pl.String,
-                },
+                schema=SUBMISSION_CANDIDATES,
             )
         )
-    candidates = pl.concat(frames) if frames else pl.DataFrame(schema={c: pl.String for c in CANDIDATE_COLUMNS})
+    candidates = pl.concat(frames) if frames else pl.DataFrame(schema=SUBMISSION_CANDIDATES)
     voted = vote(candidates, cfg)
     urls = dict(urls) if urls is not None else seen_urls
     documents = pl.DataFrame(

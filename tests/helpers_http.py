@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
@@ -76,3 +77,24 @@ class LocalServer:
     def __exit__(self, *exc) -> None:
         self.release.set()
         self.stop_listening()
+
+
+def chat_completion(contents: list[str], model: str = "local-model", prompt_tokens: int = 11,
+                    completion_tokens: list[int] | None = None,
+                    finish_reasons: list[str] | None = None) -> bytes:
+    """A ``/chat/completions`` response body shaped like a real server's (the fields the
+    ``openai`` package's ``ChatCompletion`` requires; tests/test_fakes_match_real.py validates
+    it with that model when ``openai`` is installed), one choice per content."""
+    tokens = completion_tokens or [5] * len(contents)
+    reasons = finish_reasons or ["stop"] * len(contents)
+    return json.dumps({
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": i, "message": {"role": "assistant", "content": text},
+                     "finish_reason": reason, "logprobs": None}
+                    for i, (text, reason) in enumerate(zip(contents, reasons))],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": sum(tokens),
+                  "total_tokens": prompt_tokens + sum(tokens)},
+    }).encode()

@@ -83,12 +83,39 @@ def test_every_group_option_builds_its_dataclass(group, option):
     """Every option of every typed group composes over its schema and builds the stage's
     dataclass (validate() included): a YAML key the dataclass lacks, a wrongly typed value or
     an invalid setting fails here, not in the middle of a run."""
+    import dataclasses
+
     cfg = compose([f"{group}={option}"])
     typed = [(s, key) for s in _stages() for key in s.configs if key == group]
     assert typed, f"no stage declares a dataclass for config group '{group}'"
+    set_in_yaml = {k for k in OmegaConf.load(CONF / group / f"{option}.yaml") if k != "defaults"}
+    composed = OmegaConf.to_container(cfg[group], resolve=True)
     for stage, key in typed:
         built = stage.typed(cfg, key)
         assert type(built) is stage.configs[key]
+        # every key and value: the composed group is exactly the built dataclass, and a key the
+        # option file leaves out carries the dataclass default
+        fields = dataclasses.fields(built)
+        assert set(composed) == {f.name for f in fields}, f"{group}/{option}.yaml"
+        for f in fields:
+            value = _plain(getattr(built, f.name))
+            assert value == _plain(composed[f.name]), f"{group}/{option}.yaml: {f.name}"
+            if f.name not in set_in_yaml:
+                default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+                assert value == _plain(default), f"{group}/{option}.yaml: {f.name} is not the default"
+
+
+def _plain(value):
+    """Dataclasses as dicts and tuples as lists, to compare built values with YAML values."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def test_group_yaml_sets_only_what_differs_from_the_dataclass():

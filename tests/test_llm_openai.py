@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from helpers_http import LocalServer
+from helpers_http import LocalServer, chat_completion
 
 from kohaku.llm import BackendError, ChatRequest, Counters, load_backend
 from kohaku.llm.cache import GenerationCache, generate_cached
@@ -31,11 +31,7 @@ class _Server(LocalServer):
             payload = json.dumps({"error": {"message": f"status {status}"}}).encode()
             return status, payload, {"Retry-After": "0.05"} if status == 429 else {}
         content = json.dumps({"answer_value": f"v{body['seed']}", "ref_id": []})
-        choices = [{"index": i, "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop"} for i in range(body.get("n", 1))]
-        payload = json.dumps({"choices": choices, "usage": {
-            "prompt_tokens": 11, "completion_tokens": 5 * len(choices)}}).encode()
-        return 200, payload, {}
+        return 200, chat_completion([content] * body.get("n", 1), model=body["model"]), {}
 
 
 def _cfg(url_env: str, **over) -> dict:

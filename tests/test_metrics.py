@@ -65,6 +65,17 @@ def test_value_rules_shared_by_both_variants(variant: str, truth: str, pred: str
     assert value_ok(truth, pred, variant) is ok
 
 
+@pytest.mark.parametrize("variant", BOTH)
+def test_set_answers_are_lowercased_before_comparison(variant: str) -> None:
+    """``{...}`` is a lowercase set: case and order never matter, against a set or a list
+    (mutation survivor: the set parse without .lower() still passed every other test)."""
+    assert value_ok("{A, B}", "{b,a}", variant) is True
+    assert value_ok("{A,B}", "['b', 'a']", variant) is True  # lists are lowercased too
+    assert value_ok("['A', 'B']", "{b, a}", variant) is True
+    assert value_ok("{A,B}", "{a,c}", variant) is False
+    assert value_ok("{A,B}", "{a}", variant) is False
+
+
 @pytest.mark.parametrize(
     "truth, pred",
     [
@@ -312,3 +323,57 @@ def test_scorer_never_raises_on_arbitrary_values(rows: list[tuple[str, str, str,
     r = score_frames(sol, sub, variant)
     assert 0.0 <= r.score <= 1.0 + 1e-12
     assert r.n == len(rows)
+
+
+@pytest.mark.parametrize(
+    "truth, pred, ok",
+    [
+        ("[true, 1e999]", "['TRUE', 'INF']", True),  # booleans and non-finite numbers: lowercase words
+        ("[' 5 ', 'B']", "[5.0, 'b']", True),  # stripped numbers are numbers, words lowercase
+        ("['5','6']", "[5.0004, 6]", True),  # quoted numbers compare as numbers
+        ("['a, b', 'c']", "['c', 'a, b']", True),  # JSON first: a comma inside quotes stays
+        ("['a, b', 'c']", "['a', 'b', 'c']", False),
+        ("['a', b]", "[a, 'b']", False),  # not JSON: split on commas, quotes kept (as the references)
+        ("['a', 5]", "[5.0, 'A']", True),  # mixed lists: numbers rendered, then sorted
+        ("x]", "y]", False),  # a list needs both brackets
+        ("{a", "{b", False),  # and a set both braces
+        ("{}", "[]", True),  # empty set = empty list
+        ("{'A', \"b\"}", "{a, b}", False),  # quotes kept in set members (as the references)
+        ("{A, B}", "{b,a}", True),
+        ("[1000, 2000]", "[1000.5, 2000]", True),  # lists: relative tolerance 1e-3
+        ("[0, 1]", "[0.0005, 1]", True),  # and absolute 1e-3
+        ("[1.2,4]", "1.1995", True),  # lo - 1e-3 <= x
+        ("[1,4]", "0.999", True),  # the bound itself is inside
+        ("[1,4]", "0.998", False),
+        ("", None, True),  # a missing prediction is the empty string
+        ("xxxx", None, False),
+        ("['Xa', b]", "[a, b]", False),  # only quotes are stripped from list members
+        ("{Xa, b}", "{a, b}", False),  # and from set members
+    ],
+)
+def test_value_match_parsing_rules(truth: str, pred: str, ok: bool) -> None:
+    from kohaku.metrics import value_matches
+
+    assert value_matches(truth, pred) is ok
+
+
+@pytest.mark.parametrize(
+    "text, refs, malformed",
+    [
+        ("", set(), False),
+        ("doc1", {"doc1"}, False),  # one token, not malformed
+        ('["Doc1", true]', {"doc1", "true"}, False),  # JSON first (ast would reject true)
+        ("['Doc1', true]", {"doc1", "true"}, False),  # after ' -> "
+        ("['a', 'b',]", {"['a', 'b',]"}, True),  # not JSON: the whole field is one id, malformed
+        ("['a', '']", {"a", ""}, False),  # empty items count as ids (as the references)
+    ],
+)
+def test_parse_refs_readers(text: str, refs: set[str], malformed: bool) -> None:
+    assert parse_refs(text) == (frozenset(refs), malformed)
+
+
+def test_evidence_flags() -> None:
+    from kohaku.metrics import _flag
+
+    assert [_flag(x) for x in ["1", "1.0", "TRUE", " Yes ", "true", "yes"]] == [True] * 6
+    assert [_flag(x) for x in ["0", "no", "", None, "2"]] == [False] * 5

@@ -171,10 +171,15 @@ def test_tree_stage_compute(tmp_path, sample_tables):
 
 
 def test_conf_files_match_the_dataclass(repo):
+    """tree=hier is the dataclass as it is; tree=flat differs from it in ``mode`` only (every
+    key and default of every group option is compared in tests/test_config.py)."""
+    import dataclasses
 
-    for name in ("hier", "flat"):
-        values = option_values("tree", name)
-        assert build(TreeConfig, values, "tree").mode == name
+    defaults = dataclasses.asdict(TreeConfig())
+    assert option_values("tree", "hier") == defaults
+    flat = option_values("tree", "flat")
+    assert {k for k in defaults if flat[k] != defaults[k]} == {"mode"} and flat["mode"] == "flat"
+    assert dataclasses.asdict(build(TreeConfig, flat, "tree")) == flat
 
 
 @pytest.mark.slow

@@ -123,3 +123,35 @@ def test_arbitrary_strings_never_raise_and_render_is_stable(text: str) -> None:
 def test_numbers_round_trip(x: float) -> None:
     assert same(render(str(x)), x)
     assert canonical(render(x)).kind == "number"
+
+
+@pytest.mark.parametrize(
+    "text, kind, rendered",
+    [
+        ("[true, null, 2]", "list", "[2,null,true]"),  # JSON words inside a list are names
+        ("['a', 'b',]", "list", "[a,b]"),  # not JSON: ast.literal_eval reads it
+        ('["x, y", "z"]', "list", '["x, y", "z"]'),  # a comma inside a member: rendered as JSON
+        ('["é, f", "g"]', "list", '["g", "é, f"]'),  # non-ASCII kept as it is
+        ("{a, b}", "list", "[a,b]"),
+        ("[5]", "number", "5"),  # a one-element list is its element
+        ('["", 3]', "number", "3"),  # blank members dropped
+        ("1-2 million", "range", "[1000000,2000000]"),  # the magnitude applies to both ends
+        ("2 million-3", "range", "[3,2000000]"),  # but not backwards
+        ("about ~ more than 5", "number", "5"),
+        ("1e3", "number", "1000"),
+        ("nan", "name", "nan"),
+    ],
+)
+def test_canonical_kinds_and_renderings(text: str, kind: str, rendered: str) -> None:
+    c = canonical(text)
+    assert c.kind == kind and render(c) == rendered
+
+
+def test_number_edges() -> None:
+    from kohaku.values import format_number
+
+    assert parse_number("true") == (1.0, False)  # booleans are exact numbers
+    assert parse_number("approximately ~5") == (5.0, False)
+    assert parse_number("about about about about 5") is None  # at most three hedges
+    assert format_number(1e16) == "1e16" and format_number(9999999999999998.0) == "9999999999999998"
+    assert same(canonical(""), canonical("is_blank")) and not same(canonical("is_blank"), canonical("5"))

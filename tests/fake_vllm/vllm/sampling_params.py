@@ -44,6 +44,8 @@ class SamplingParams:
             raise ValueError("top_p must be in (0, 1]")
         if temperature < 0:
             raise ValueError("temperature must be non-negative")
+        if max_tokens is not None and max_tokens < 1:   # the real _verify_args
+            raise VLLMValidationError(f"max_tokens must be at least 1, got {max_tokens}.")
         if temperature < _SAMPLING_EPS and n > 1:      # the real _verify_greedy_sampling
             raise VLLMValidationError(f"n must be 1 when using greedy sampling, got {n}.")
         if structured_outputs is not None and not isinstance(structured_outputs, StructuredOutputsParams):
