@@ -14,7 +14,7 @@ from kohaku.submission import PANDAS_NA_TOKENS
 
 BOTH = ("wattbot", "wattbot-recall")
 UNABLE = "Unable to answer with confidence based on the provided documents."
-PUBLIC = Path("/work/shared/data/wattbot/solutions_public.csv")
+PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "data" / "wattbot" / "solutions_public.csv"
 
 
 def table(rows: list[dict[str, str]]) -> pl.DataFrame:

@@ -17,7 +17,7 @@ from kohaku.stages.score import STAGE as SCORE
 from kohaku.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLIC = Path("/work/shared/data/wattbot/solutions_public.csv")
+PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "data" / "wattbot" / "solutions_public.csv"
 
 
 def run(script: str, *args: str) -> subprocess.CompletedProcess:
