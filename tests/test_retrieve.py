@@ -227,9 +227,12 @@ def test_retrieve_config_validation():
 
 @pytest.mark.parametrize("kind", ["hnsw", "exact"])
 def test_retrieve_stage_compute(tmp_path: Path, kind: str):
-    dirs = {name: tmp_path / name for name in ("plan", "tree", "embed", "index", "out")}
+    dirs = {name: tmp_path / name for name in ("plan", "tree", "embed", "index", "questions", "out")}
     for d in dirs.values():
         d.mkdir()
+    QUERIES.filter(pl.col("query_idx") == 0).select(
+        "qid", pl.col("query").alias("question"), pl.lit("is_blank").alias("answer_unit")
+    ).write_parquet(dirs["questions"] / "questions.parquet")
     enc = HashingEncoder(32)
     emb = embed_nodes(NODES, enc, EmbedConfig(model="hash:32"), None, progress=False)
     NODES.write_parquet(dirs["tree"] / "nodes.parquet")

@@ -50,7 +50,7 @@ class RenderConfig:
     window: int = 1
     # span: the hit's window widened, own paragraph first then the section's neighbouring
     # paragraphs, to span_share * budget tokens
-    span_share: float = 0.25
+    span_share: float = 0.2
     # section title line on: paragraphs (blocks holding a whole paragraph) | all | none
     heading: str = "paragraphs"
     # fields: doc_id, heading, text, section, page

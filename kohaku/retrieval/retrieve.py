@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from kohaku.config import ConfigError
 from kohaku.embedding import Encoder, encode_texts
 from kohaku.retrieval.context import ContextBuilder, RenderConfig
+from kohaku.retrieval.evidence import EvidenceConfig, EvidenceScorer
 from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
 from kohaku.retrieval.search import load_searchers, read_meta
 from kohaku.tree.model import TreeView
@@ -49,7 +50,9 @@ class RetrieveConfig(RenderConfig):
     keys (expand, window, heading, block_format, heading_format, separator) come from
     RenderConfig."""
 
-    top_k: int = 16  # hits per query and searchable level at attempt 0; attempt a uses top_k*(a+1)
+    # hits per query and searchable level at attempt 0; attempt a uses top_k*(a+1) (64: the
+    # evidence rescoring's pool needs depth; KohakuRAG used 8-16 without it)
+    top_k: int = 64
     levels: list[int] | None = None  # levels to search; null = every level the index holds
     # contexts precomputed for attempts 0..attempts-1 (infer retry round a uses attempt a)
     attempts: int = 3
@@ -67,6 +70,9 @@ class RetrieveConfig(RenderConfig):
     ef: int | None = None  # hnsw search breadth; null = the index's ef
     max_context_tokens: int = 2000  # context budget (kohaku.text.tokens) at attempt 0
     grow_budget: bool = True  # attempt a gets max_context_tokens*(a+1)
+    # question-aware rescoring of the top of the ranking (unit, number, terms, entities,
+    # named documents; kohaku/retrieval/evidence.py); evidence.pool 0 = off
+    evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
 
     def validate(self) -> None:
         if self.top_k < 1 or self.attempts < 1:
@@ -80,6 +86,7 @@ class RetrieveConfig(RenderConfig):
         if self.max_context_tokens < 1:
             raise ValueError("max_context_tokens must be >= 1")
         RenderConfig.validate(self)
+        self.evidence.validate()
 
     def render(self) -> RenderConfig:
         return RenderConfig(**{f.name: getattr(self, f.name) for f in fields(RenderConfig)})
@@ -153,6 +160,43 @@ def rank_nodes(hits: pl.DataFrame, cfg: RetrieveConfig) -> tuple[pl.DataFrame, p
     return ranked, all_hits
 
 
+def rescore_evidence(
+    by_key: Mapping[tuple[str, int], Sequence[int]],
+    queries: pl.DataFrame,
+    qvecs: np.ndarray,
+    view: TreeView,
+    cfg: EvidenceConfig,
+    questions: pl.DataFrame | None = None,
+    vectors: np.ndarray | None = None,
+) -> dict[tuple[str, int], list[int]]:
+    """Each (qid, attempt)'s ranked node rows with the top ``cfg.pool`` rescored."""
+    scorer = EvidenceScorer.from_view(view, vectors)
+    first = queries.with_row_index("_row").filter(pl.col("query_idx") == 0)
+    text = {q: t for q, t in zip(first["qid"].cast(pl.String), first["query"])}
+    qrow = {q: int(r) for q, r in zip(first["qid"].cast(pl.String), first["_row"])}
+    unit: dict[str, str | None] = {}
+    if questions is not None:
+        text.update(zip(questions["qid"].cast(pl.String), questions["question"]))
+        if "answer_unit" in questions.columns:
+            unit = dict(zip(questions["qid"].cast(pl.String), questions["answer_unit"]))
+    out = {}
+    for (qid, a), rows in by_key.items():
+        out[(qid, a)] = scorer.rescore(text.get(qid, ""), unit.get(qid), list(rows), cfg,
+                                       qvecs[qrow[qid]] if qid in qrow else None)
+    return out
+
+
+def rerank_table(ranked: pl.DataFrame, by_key: Mapping[tuple[str, int], Sequence[int]]) -> pl.DataFrame:
+    """``ranked`` (qid, attempt, node_row, rank, ...) re-ranked in the order of ``by_key``."""
+    order = pl.DataFrame(
+        [(q, a, int(r), i) for (q, a), rows in by_key.items() for i, r in enumerate(rows)],
+        schema={"qid": pl.String, "attempt": pl.Int64, "node_row": ranked["node_row"].dtype,
+                "_rank": pl.Int64}, orient="row")
+    out = ranked.join(order, on=["qid", "attempt", "node_row"], how="left")
+    return (out.with_columns(pl.col("_rank").alias("rank")).drop("_rank")
+            .sort(["qid", "attempt", "rank"], maintain_order=True))
+
+
 def run_retrieval(
     queries: pl.DataFrame,
     nodes: pl.DataFrame,
@@ -162,8 +206,14 @@ def run_retrieval(
     cfg: RetrieveConfig,
     view: TreeView | None = None,
     progress: bool = True,
+    questions: pl.DataFrame | None = None,
+    vectors: np.ndarray | None = None,
 ) -> dict[str, pl.DataFrame]:
-    """Pure retrieval over prepared searchers; ``qvecs`` rows align with ``queries`` rows."""
+    """Pure retrieval over prepared searchers; ``qvecs`` rows align with ``queries`` rows.
+
+    ``questions`` (qid, question, answer_unit) and ``vectors`` (the nodes' embeddings, row
+    aligned) feed the evidence rescoring (``cfg.evidence``); without them query 0 stands for
+    the question, the unit is unknown and the dense feature is 0."""
     if qvecs.shape[0] != queries.height:
         raise ValueError(f"{qvecs.shape[0]} query vectors for {queries.height} queries")
     if cfg.bm25_levels is not None:
@@ -180,6 +230,9 @@ def run_retrieval(
     lists = ranked.group_by(["qid", "attempt"], maintain_order=True).agg(pl.col("node_row"))
     by_key = {(q, a): rows for q, a, rows in lists.iter_rows()}
     qids = queries["qid"].cast(pl.String).unique(maintain_order=True).to_list()
+    if cfg.evidence.enabled:
+        by_key = rescore_evidence(by_key, queries, qvecs, view, cfg.evidence, questions, vectors)
+        ranked = rerank_table(ranked, by_key)
     records = []
     for qid in tqdm(qids, desc="contexts", unit="q", disable=not progress, leave=False):
         for a in range(cfg.attempts):
@@ -217,10 +270,15 @@ def retrieve(
     cache_root: Path | None,
     load_embeddings: Callable[[], pl.DataFrame],
     log: logging.Logger = log,
+    questions: pl.DataFrame | None = None,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
-    """Load the index in ``index_dir``, encode the queries, retrieve: (tables, summary)."""
+    """Load the index in ``index_dir``, encode the queries, retrieve: (tables, summary).
+
+    ``questions`` (qid, question, answer_unit) feeds the evidence rescoring."""
     t0 = time.perf_counter()
-    embeddings = load_embeddings() if read_meta(index_dir)["kind"] == "exact" else None
+    need_vectors = cfg.evidence.enabled and cfg.evidence.dense_weight != 0
+    embeddings = (load_embeddings() if read_meta(index_dir)["kind"] == "exact" or need_vectors
+                  else None)
     dense, sparse, meta = load_searchers(index_dir, nodes, cfg.levels, embeddings, cfg.ef)
     if cfg.bm25_weight > 0 and not sparse:
         log.warning("retrieve.bm25_weight=%s but the index has no BM25 (index.bm25=false); "
@@ -232,7 +290,9 @@ def retrieve(
     queries = queries.sort(["qid", "query_idx"], maintain_order=True)
     qvecs = encode_queries(encoder, queries, cache_root)
     t2 = time.perf_counter()
-    tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg)
+    vectors = embeddings["vector"].rechunk().to_numpy() if need_vectors else None
+    tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, questions=questions,
+                           vectors=vectors)
     t3 = time.perf_counter()
     c0 = tables["contexts"].filter(pl.col("attempt") == 0)
     log.info("retrieved %d questions x %d attempts: encode %.1fs, search+contexts %.1fs",

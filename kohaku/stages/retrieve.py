@@ -1,5 +1,6 @@
-"""retrieve stage: plan queries + tree + index -> ``hits``, ``ranking``, ``contexts``
-(kohaku.retrieval.retrieve; the contexts table carries its blocks and their document ids)."""
+"""retrieve stage: plan queries + tree + index (+ the questions, for the evidence rescoring)
+-> ``hits``, ``ranking``, ``contexts`` (kohaku.retrieval.retrieve; the contexts table carries
+its blocks and their document ids)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     tables, summary = retrieve(
         ctx.table("plan", "queries"), ctx.table("tree", "nodes"), ctx.path("index"), encoder, cfg,
         ctx.cache_dir if ecfg.cache else None, lambda: ctx.table("embed", "embeddings"), ctx.log,
+        questions=ctx.table("questions", "questions") if cfg.evidence.enabled else None,
     )
     ctx.report(**summary)
     return tables
@@ -24,8 +26,8 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
 
 STAGE = Stage(
     name="retrieve",
-    version="3",  # 3: contexts carry blocks, block_doc_ids and separator
-    inputs=("plan", "tree", "embed", "index"),
+    version="4",  # 4: evidence rescoring (questions in); 3: contexts carry blocks
+    inputs=("plan", "tree", "embed", "index", "questions"),
     config_keys=("retrieve", "embed"),
     compute=compute,
     outputs=("hits", "ranking", "contexts"),

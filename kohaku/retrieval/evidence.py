@@ -1,0 +1,543 @@
+"""Question-aware evidence scoring: rescore the top of a question's ranking by what the answer
+sentence usually looks like.
+
+WattBot answers are mostly a number in the unit the question names (``answer_unit``), a name or
+a short list, and the evidence is usually one sentence (often a flattened table row) holding
+it. Dense and BM25 scores see the topic; they do not see that a sentence holds *a number in the
+asked unit*, or the model name the question asks about. This module adds those signals.
+
+For each (question, attempt) the first ``pool`` nodes of the fused ranking are rescored:
+
+    score = rank_weight * 1 / (1 + rank / rank_scale)          (the fused order as a prior)
+          + dense_weight * cosine(question, node)              (query 0's vector)
+          + term_weight  * idf share of the question's terms in the node
+          + context_weight * the same over the node's paragraph (a table row's header)
+          + entity_weight  * share of the question's distinctive tokens (GPT-4, H100, 2023,
+                             'quoted titles') in the node or its paragraph
+          + unit_weight    * [the node holds a number followed by the asked unit or a synonym]
+          + number_weight  * [the node holds a number]   (numeric answer units only)
+          + doc_weight     * [the node's document is named by the question: title words,
+                             "<Author> et al."]
+
+and the pool is re-sorted by it (ties by the old rank); nodes past the pool keep their order
+after it. Everything is computed from the node texts, the question and its answer unit: no
+model. The rules are exposed one by one (:func:`unit_aliases`, :func:`has_unit_number`,
+:func:`question_entities`, :class:`EvidenceScorer`) so each is tested on its own.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from kohaku.planning import STOP_WORDS
+
+if TYPE_CHECKING:
+    from kohaku.tree.model import TreeView
+
+BLANK_UNITS = frozenset({"", "is_blank", "none", "n/a", "na"})
+
+
+@dataclass
+class EvidenceConfig:
+    """The ``retrieve.evidence`` keys: rescoring of each question's top ``pool`` ranked nodes
+    (kohaku/retrieval/evidence.py); ``pool: 0`` turns it off."""
+
+    # ranked nodes rescored per (question, attempt); 0 = off. Defaults: tuned on the WattBot
+    # train questions and public split (scripts/eval_retrieval.py --compare, docs/design.md)
+    pool: int = 300
+    rank_weight: float = 0.25  # the fused order as a prior: 1 / (1 + rank / rank_scale)
+    rank_scale: float = 10.0
+    dense_weight: float = 1.0  # cosine of the question (query 0) and the node
+    term_weight: float = 3.0  # idf-weighted share of the question's terms in the node
+    context_weight: float = 1.0  # the same over the node's paragraph (and section title)
+    window_weight: float = 0.0  # the same over the node and the leaves next to it
+    entity_weight: float = 0.25  # distinctive question tokens (model names, years, quotes)
+    unit_weight: float = 0.25  # a number followed by the asked unit (or a synonym)
+    number_weight: float = 0.5  # any number, when the answer unit is numeric
+    doc_weight: float = 1.0  # the node's document is named by the question
+    # a pooled paragraph or section is replaced by its leaves (ranked at its place), so the
+    # context gets its best sentences with their neighbours rather than the whole node
+    leaves: bool = False
+    # also pool the leaves of the ranking's first ``doc_leaves`` documents that hold at least
+    # ``doc_leaf_share`` of the question's terms (idf-weighted; a table row counts its
+    # paragraph's terms): rows and sentences no search returned; 0 = off
+    doc_leaves: int = 3
+    doc_leaf_share: float = 0.3
+
+    def validate(self) -> None:
+        if self.pool < 0:
+            raise ValueError(f"evidence.pool={self.pool}: use 0 (off) or a number of ranked nodes")
+        if self.rank_scale <= 0:
+            raise ValueError(f"evidence.rank_scale={self.rank_scale}: must be > 0")
+
+    @property
+    def enabled(self) -> bool:
+        return self.pool > 0
+
+
+# ------------------------------------------------------------------------------------ text
+
+_WORD = re.compile(r"[a-z0-9]+(?:[.\-/][a-z0-9]+)*")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.]*\])")
+
+
+def fold(text: str) -> str:
+    """NFKC-folded lowercase text: PDF math italics (𝐶𝑂2𝑒𝑞), ligatures and full-width forms
+    become plain letters, so 'CO2eq' matches them."""
+    return unicodedata.normalize("NFKC", text or "").lower()
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    try:
+        import Stemmer
+    except ImportError:  # plain lowercase words, plural s stripped
+        return None
+    return Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """English (Porter-style, PyStemmer) stem of a folded word; without PyStemmer a plural
+    ``s`` is stripped."""
+    stemmer = _stemmer()
+    if stemmer is None:
+        return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+    return stemmer.stemWord(word)
+
+
+def words(text: str) -> list[str]:
+    """Folded word tokens; hyphenated and dotted names stay whole (gpt-4, pm2.5) and their
+    parts are added (gpt, 4)."""
+    out = []
+    for w in _WORD.findall(fold(text)):
+        out.append(w)
+        if "." in w or "-" in w or "/" in w:
+            out.extend(p for p in re.split(r"[.\-/]", w) if p)
+    return out
+
+
+def terms(text: str) -> set[str]:
+    """Stemmed content terms (stop words and single characters dropped)."""
+    return terms_of_words(words(text))
+
+
+def terms_of_words(ws: Iterable[str]) -> set[str]:
+    return {stem(w) for w in ws if len(w) > 1 and w not in STOP_WORDS}
+
+
+# ------------------------------------------------------------------------------------ units
+
+# unit synonyms (folded): each group lists spellings of one unit; an answer unit that mentions
+# any spelling of a group gets the whole group
+_UNIT_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("%", "percent", "percentage", "per cent", "pct"),
+    ("$", "usd", "us$", "dollar", "dollars"),
+    ("€", "eur", "euro", "euros"),
+    ("tco2e", "tco2", "tco2eq", "t co2e", "tons", "tonnes", "metric tons", "ton"),
+    ("kgco2e", "kg co2e", "kg co2eq", "kgco2eq", "kg", "kilograms"),
+    ("gco2e", "g co2e", "gco2eq", "gco2", "grams"),
+    ("lbs", "lb", "pounds"),
+    ("mwh", "megawatt-hours", "megawatt hours", "megawatt-hour"),
+    ("kwh", "kilowatt-hours", "kilowatt hours", "kilowatt-hour"),
+    ("gwh", "gigawatt-hours", "gigawatt hours"),
+    ("twh", "terawatt-hours", "terawatt hours"),
+    ("wh", "watt-hours", "watt hours"),
+    ("mw", "megawatts", "megawatt"),
+    ("kw", "kilowatts", "kilowatt"),
+    ("gw", "gigawatts", "gigawatt"),
+    ("w", "watts", "watt"),
+    ("liters", "litres", "liter", "litre", "l"),
+    ("ml", "milliliters", "millilitres"),
+    ("gallons", "gallon", "gal"),
+    ("cubic meters", "m3", "m³"),
+    ("hours", "hour", "hrs", "hr", "h", "gpu hours", "gpu-hours"),
+    ("days", "day"),
+    ("years", "year", "yrs"),
+    ("minutes", "minute", "min", "mins"),
+    ("seconds", "second", "sec", "s", "ms"),
+    ("multiplier", "x", "×", "times", "fold", "-fold"),
+    ("ratio", "x", "×", "times", "fold"),
+    ("parameters", "params", "parameter", "b", "billion", "m", "million"),
+    ("flops", "flop", "tflops", "pflops", "petaflops", "teraflops"),
+    ("gb", "gigabytes", "gib"),
+    ("tb", "terabytes", "tib"),
+    ("tokens", "token"),
+    ("gpus", "gpu"),
+)
+# units whose answers are counts of things: the number is followed by the thing's name
+_UNIT_SPLIT = re.compile(r"[\s/]+|\bper\b")
+
+
+def unit_aliases(answer_unit: str | None) -> frozenset[str]:
+    """Folded spellings that may follow (or, for currency, precede) the answer's number."""
+    unit = fold(answer_unit or "").strip()
+    if unit in BLANK_UNITS:
+        return frozenset()
+    out = {unit}
+    parts = [p for p in _UNIT_SPLIT.split(unit) if p]
+    if parts:
+        out.add(parts[0])  # "kg/gpu" -> "kg"; "usd per hour" -> "usd"; "data centers" -> "data"
+        if len(parts[0]) > 3 and parts[0].endswith("s"):
+            out.add(parts[0][:-1])
+    for group in _UNIT_GROUPS:
+        if unit in group or (parts and parts[0] in group):
+            out.update(group)
+    return frozenset(a for a in out if a)
+
+
+def numbers(text: str) -> list[re.Match]:
+    """Number mentions in folded text (1,234.5, 42, -3); citation markers like [12] left out."""
+    return list(_NUMBER.finditer(fold(text)))
+
+
+NUMBER_MARK = "#"  # in unit_followers' result when the text holds a number at all
+
+
+def unit_followers(text: str, window: int = 2) -> frozenset[str]:
+    """What follows (or, for currency, precedes) each number of ``text``: the next one or two
+    words (skipping one word: "24 data centers" gives "data", "centers", "data centers"),
+    and the symbols around it ("45%" gives "%", "$4.63" gives "$")."""
+    t = fold(text)
+    out: set[str] = set()
+    for m in _NUMBER.finditer(t):
+        out.add(NUMBER_MARK)
+        after = t[m.end(): m.end() + 40]
+        stripped = after.lstrip()
+        if stripped[:1] and not stripped[0].isalnum() and not stripped[0].isspace():
+            out.add(stripped[0])
+            if stripped[:5] == "-fold":
+                out.add("-fold")
+        before = t[max(0, m.start() - 4): m.start()].rstrip()
+        if before[-1:] and not before[-1].isalnum():
+            out.add(before[-1])
+        if before.endswith(("usd", "eur")):
+            out.add(before[-3:])
+        ws = re.findall(r"[a-z0-9²³µ]+(?:[-/][a-z0-9²³µ]+)*|[%$€×]", after)[: window + 1]
+        for i, w in enumerate(ws):
+            out.add(w)
+            if i + 1 < len(ws):
+                out.add(f"{w} {ws[i + 1]}")
+        if ws:  # a glued unit: "4.3tco2e", "10x"
+            out.add(ws[0])
+    return frozenset(out)
+
+
+def has_unit_number(text: str, aliases: frozenset[str], followers: frozenset[str] | None = None) -> bool:
+    """True when a number in ``text`` is followed within two words by one of ``aliases``
+    ("24 data centers", "4.3 tCO2e", "45%", "3×"), or preceded by a currency sign or code
+    ("$4.63", "USD 5"). ``followers`` is :func:`unit_followers` of ``text`` when known."""
+    if not aliases:
+        return False
+    follow = unit_followers(text) if followers is None else followers
+    return not aliases.isdisjoint(follow)
+
+
+def numeric_unit(answer_unit: str | None) -> bool:
+    return fold(answer_unit or "").strip() not in BLANK_UNITS
+
+
+# --------------------------------------------------------------------------------- entities
+
+_QUOTED = re.compile(r"['\"‘’“”]([^'\"‘’“”]{4,80})['\"‘’“”]")
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
+_YEARS = re.compile(r"^(19|20)\d\d$")
+
+
+def question_entities(question: str) -> list[str]:
+    """Distinctive strings of a question, folded: quoted phrases, tokens mixing letters and
+    digits or with capitals past the first letter (GPT-4, H100, FLM-101B, GSM8k, PM2.5, DEA),
+    years, and other numbers of two or more digits."""
+    out: list[str] = []
+    for m in _QUOTED.finditer(question):
+        out.append(fold(m.group(1)).strip())
+    for i, tok in enumerate(_TOKEN.findall(question)):
+        has_digit = any(c.isdigit() for c in tok)
+        has_alpha = any(c.isalpha() for c in tok)
+        inner_caps = sum(c.isupper() for c in tok[1:]) > 0
+        if (has_digit and has_alpha) or (has_alpha and inner_caps and len(tok) > 1) \
+                or _YEARS.match(tok) or (tok.isdigit() and len(tok) >= 2):
+            t = fold(tok)
+            if t not in STOP_WORDS and t not in out:
+                out.append(t)
+    return out
+
+
+def contains_entity(text_folded: str, entity: str) -> bool:
+    return re.search(rf"(?<![a-z0-9]){re.escape(entity)}(?![a-z0-9])", text_folded) is not None
+
+
+# ------------------------------------------------------------------------------- documents
+
+def doc_mentions(question: str, doc_titles: Mapping[str, str]) -> set[str]:
+    """Documents a question names: most of a title's content terms (at least 3), a quoted
+    phrase inside the title, or the first author's surname (the doc id's letters, e.g.
+    ``chen`` of ``chen2024``) next to "et al."."""
+    q = fold(question)
+    qterms = terms(question)
+    quoted = [fold(m.group(1)).strip() for m in _QUOTED.finditer(question)]
+    out = set()
+    for doc, title in doc_titles.items():
+        tterms = terms(title)
+        if len(tterms) >= 3 and len(tterms & qterms) >= max(3, math.ceil(0.6 * len(tterms))):
+            out.add(doc)
+            continue
+        ft = fold(title)
+        if any(len(p) >= 8 and p in ft for p in quoted):
+            out.add(doc)
+            continue
+        author = re.match(r"[a-z]+", fold(doc))
+        if author and len(author.group(0)) >= 3 and re.search(
+                rf"\b{re.escape(author.group(0))}\s+(?:et\s+al|and\s+\w+|\(\d{{4}}\))", q):
+            out.add(doc)
+    return out
+
+
+# ---------------------------------------------------------------------------------- scoring
+
+class Postings:
+    """An inverted index: key -> the rows whose key set holds it, as one CSR array pair, and
+    boolean row masks per key for fast membership tests."""
+
+    def __init__(self, sets: Iterable[Iterable[str]]) -> None:
+        vocab: dict[str, int] = {}
+        ids: list[int] = []
+        counts: list[int] = []
+        for keys in sets:
+            before = len(ids)
+            ids.extend(vocab.setdefault(k, len(vocab)) for k in keys)
+            counts.append(len(ids) - before)
+        self.n_rows = len(counts)
+        key_ids = np.asarray(ids, np.int64)
+        rows = np.repeat(np.arange(self.n_rows, dtype=np.int64), counts)
+        order = np.argsort(key_ids, kind="stable")
+        self.rows = rows[order]
+        self.indptr = np.searchsorted(key_ids[order], np.arange(len(vocab) + 1))
+        self.vocab = vocab
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.vocab
+
+    def get(self, key: str) -> np.ndarray:
+        i = self.vocab.get(key)
+        if i is None:
+            return self.rows[:0]
+        return self.rows[self.indptr[i]: self.indptr[i + 1]]
+
+    def mask(self, key: str) -> np.ndarray:
+        """Boolean mask over rows, one longer than the rows: index -1 (no row) is False."""
+        out = np.zeros(self.n_rows + 1, bool)
+        out[self.get(key)] = True
+        return out
+
+
+class EvidenceScorer:
+    """Question-independent parts of the features over a fixed tree, computed once: an inverted
+    index of every node's stemmed terms (and words, for entities), section-title terms, each
+    node's context row and neighbours, idf over the leaves. Per question, features of a pool
+    are a few vectorised membership tests."""
+
+    def __init__(self, texts: Sequence[str], doc_ids: Sequence[str], context_of: Sequence[int],
+                 leaf_rows: Iterable[int], vectors: np.ndarray | None = None,
+                 doc_titles: Mapping[str, str] | None = None,
+                 sections: Sequence[str] | None = None,
+                 leaves_of: Callable[[int], Sequence[int]] | None = None,
+                 neighbours: Sequence[tuple[int, int]] | None = None,
+                 row_words: Sequence[frozenset[str]] | None = None,
+                 row_terms: Sequence[frozenset[str]] | None = None) -> None:
+        n = len(texts)
+        self.texts = texts
+        self.context_of = np.asarray(context_of, np.int64)  # row -> its context row (paragraph)
+        self.leaves_of = leaves_of  # node row -> its leaf rows (itself for a leaf)
+        # leaf row -> (previous, next) leaf of its section, -1 where none
+        nb = np.asarray(neighbours if neighbours is not None else [(-1, -1)] * n, np.int64)
+        self.prev, self.next = nb[:, 0], nb[:, 1]
+        self.vectors = vectors
+        self.doc_titles = dict(doc_titles or {})
+        docs = sorted(set(doc_ids))
+        self._doc_index = {d: i for i, d in enumerate(docs)}
+        self.doc_idx = np.asarray([self._doc_index[d] for d in doc_ids], np.int64)
+        if row_words is None:
+            row_words = [frozenset(words(t)) for t in texts]
+        if row_terms is None:
+            row_terms = [frozenset(terms_of_words(ws)) for ws in row_words]
+        self.terms = Postings(row_terms)
+        self.words = Postings(row_words)
+        sec_terms: dict[str, set[str]] = {}
+        self.section_terms = Postings(
+            sec_terms.setdefault(sec, terms(sec)) for sec in (sections or [""] * n))
+        df: Counter[str] = Counter()
+        n_idf = 0
+        leaf_rows = [int(r) for r in leaf_rows]  # idf is taken over the leaves
+        for row in leaf_rows:
+            df.update(row_terms[row])
+            n_idf += 1
+        self.n_idf = max(n_idf, 1)
+        self.df = df
+        self.is_leaf = np.zeros(n, bool)
+        self.is_leaf[leaf_rows] = True
+        self._followers: dict[int, frozenset[str]] = {}
+        self._folded: dict[int, str] = {}
+
+    @classmethod
+    def from_view(cls, view: "TreeView", vectors: np.ndarray | None = None) -> "EvidenceScorer":
+        """A scorer over a tree: a sentence's context is its parent paragraph, its neighbours
+        the leaves before and after it in its section, idf is taken over the leaves, document
+        titles are the document nodes' texts."""
+        level = view.level.tolist()
+        parent = view.parent.tolist()
+        has_children = view.has_children.tolist()
+        n = len(level)
+        context_of = [parent[r] if not has_children[r] and parent[r] >= 0 and level[parent[r]] > 1
+                      else r for r in range(n)]
+        neighbours = [(-1, -1)] * n
+        for seq in view.leaves.values():
+            for i, r in enumerate(seq):
+                neighbours[r] = (seq[i - 1] if i > 0 else -1, seq[i + 1] if i + 1 < len(seq) else -1)
+        leaves = [r for r in range(n) if not has_children[r]]
+        titles = {view.doc_id[r]: view.text[r] for r in range(n) if parent[r] < 0}
+        # the words and terms of the leaves, read from their text once, and of their context
+        # rows (a paragraph's text is its sentences joined, so its words are theirs); sections
+        # and documents get none (evidence.leaves replaces them by their leaves)
+        row_words: list[frozenset[str]] = [frozenset()] * n
+        row_terms: list[frozenset[str]] = [frozenset()] * n
+        for r in leaves:
+            row_words[r] = frozenset(words(view.text[r]))
+            row_terms[r] = frozenset(terms_of_words(row_words[r]))
+        for c in sorted({c for c in context_of if has_children[c]}):
+            kids = view.children[c].tolist()
+            row_words[c] = frozenset().union(*(row_words[k] for k in kids))
+            row_terms[c] = frozenset().union(*(row_terms[k] for k in kids))
+        return cls(view.text, view.doc_id, context_of, leaves, vectors, titles, view.section,
+                   view.leaves_of, neighbours, row_words, row_terms)
+
+    def idf(self, term: str) -> float:
+        df = self.df.get(term, 0)
+        return math.log(1.0 + (self.n_idf - df + 0.5) / (df + 0.5))
+
+    def followers(self, row: int) -> frozenset[str]:
+        out = self._followers.get(row)
+        if out is None:
+            out = self._followers[row] = unit_followers(self.texts[row])
+        return out
+
+    def folded(self, row: int) -> str:
+        out = self._folded.get(row)
+        if out is None:
+            out = self._folded[row] = fold(self.texts[row])
+        return out
+
+    def doc_leaf_candidates(self, question: str, pool: Sequence[int], n_docs: int,
+                            share: float) -> list[int]:
+        """Leaves of the first ``n_docs`` documents of ``pool`` (in pool order) that hold at
+        least ``share`` of the question's terms by idf weight, not already in ``pool``."""
+        docs: list[int] = []
+        for row in pool:
+            d = int(self.doc_idx[row])
+            if d not in docs:
+                docs.append(d)
+                if len(docs) == n_docs:
+                    break
+        weights = {t: self.idf(t) for t in terms(question)}
+        total = sum(weights.values())
+        if not docs or total <= 0:
+            return []
+        score = np.zeros(len(self.doc_idx) + 1, np.float64)  # [-1]: no row
+        own = np.zeros(len(self.doc_idx) + 1, bool)
+        for t, w in weights.items():
+            rows = self.terms.get(t)
+            score[rows] += w
+            own[rows] = True
+        # a leaf's own terms, or (a table row, a clause) one of its own and its paragraph's
+        ctx_score = np.maximum(score[:-1], np.where(own[:-1], score[self.context_of], 0.0))
+        keep = self.is_leaf & (ctx_score >= share * total) & np.isin(self.doc_idx, docs)
+        have = set(pool)
+        return [int(r) for r in np.flatnonzero(keep) if int(r) not in have]
+
+    def features(self, question: str, answer_unit: str | None, rows: Sequence[int],
+                 qvec: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Feature arrays (one value per row in ``rows``): dense, term, context, window, entity,
+        unit, number, doc (see the module docstring)."""
+        r = np.asarray(rows, np.int64)
+        n = len(r)
+        f = {k: np.zeros(n, np.float64) for k in
+             ("dense", "term", "context", "window", "entity", "unit", "number", "doc")}
+        if not n:
+            return f
+        ctx, prev, nxt = self.context_of[r], self.prev[r], self.next[r]
+        weights = {t: self.idf(t) for t in terms(question)}
+        total = sum(weights.values()) or 1.0
+        for t, w in weights.items():
+            m = self.terms.mask(t)
+            own = m[r]
+            f["term"] += w * own
+            f["context"] += w * (m[ctx] | self.section_terms.mask(t)[r])
+            f["window"] += w * (own | m[prev] | m[nxt])
+        for k in ("term", "context", "window"):
+            f[k] /= total
+        ents = question_entities(question)
+        for e in ents:
+            if e.isalnum() or (" " not in e and e in self.words):
+                m = self.words.mask(e)
+                hit = m[r] | m[ctx]
+            else:  # a phrase (or a name no node holds as one word): search the texts
+                hit = np.fromiter((contains_entity(self.folded(a), e) or
+                                   contains_entity(self.folded(c), e) for a, c in zip(r, ctx)), bool, n)
+            f["entity"] += hit
+        if ents:
+            f["entity"] /= len(ents)
+        aliases = unit_aliases(answer_unit)
+        if numeric_unit(answer_unit):
+            follow = [self.followers(int(a)) for a in r]
+            f["number"] = np.fromiter((NUMBER_MARK in x for x in follow), np.float64, n)
+            if aliases:
+                f["unit"] = np.fromiter((not aliases.isdisjoint(x) for x in follow), np.float64, n)
+        named = doc_mentions(question, self.doc_titles) if self.doc_titles else set()
+        if named:
+            f["doc"] = np.isin(self.doc_idx[r], [self._doc_index[d] for d in named if d in self._doc_index]
+                               ).astype(np.float64)
+        if qvec is not None and self.vectors is not None:
+            f["dense"] = (self.vectors[r] @ np.asarray(qvec, np.float32)).astype(np.float64)
+        return f
+
+    def rescore(self, question: str, answer_unit: str | None, rows: Sequence[int],
+                cfg: EvidenceConfig, qvec: np.ndarray | None = None) -> list[int]:
+        """``rows`` (a ranking, best first) with its first ``cfg.pool`` re-sorted by the
+        evidence score; the rest keep their order after them. With ``cfg.leaves`` a pooled
+        paragraph or section is replaced by its leaves, each ranked at its ancestor's place
+        (so the budget goes to its best sentences, not the whole node)."""
+        pool = list(rows[: cfg.pool])
+        if not pool:
+            return list(rows)
+        ranks = np.arange(len(pool), dtype=np.float64)
+        if cfg.doc_leaves > 0:
+            extra = self.doc_leaf_candidates(question, pool, cfg.doc_leaves, cfg.doc_leaf_share)
+            pool += extra
+            ranks = np.r_[ranks, np.full(len(extra), float(len(ranks)))]
+        if cfg.leaves and self.leaves_of is not None:
+            best: dict[int, float] = {}
+            for rank, row in enumerate(pool):
+                for leaf in self.leaves_of(row):
+                    if leaf not in best:
+                        best[leaf] = float(rank)
+            pool = list(best)
+            ranks = np.fromiter(best.values(), np.float64, len(best))
+        f = self.features(question, answer_unit, pool, qvec)
+        prior = 1.0 / (1.0 + ranks / cfg.rank_scale)
+        score = (cfg.rank_weight * prior + cfg.dense_weight * f["dense"]
+                 + cfg.term_weight * f["term"] + cfg.context_weight * f["context"]
+                 + cfg.window_weight * f["window"]
+                 + cfg.entity_weight * f["entity"] + cfg.unit_weight * f["unit"]
+                 + cfg.number_weight * f["number"] + cfg.doc_weight * f["doc"])
+        order = np.lexsort((ranks, -score))
+        head = [pool[i] for i in order]
+        seen = set(head)
+        return head + [r for r in rows[cfg.pool:] if r not in seen]
