@@ -242,6 +242,7 @@ def test_retrieve_stage_compute(tmp_path: Path, kind: str):
     cfg = OmegaConf.create({
         "retrieve": {"top_k": 3, "attempts": 2, "max_context_tokens": 80},
         "embed": {"model": "hash:32"},
+        "reranker": {"kind": "none"},
         "cache": {"dir": str(tmp_path / "cache")},
     })
     ctx = StageContext(retrieve_stage.STAGE, cfg, {k: v for k, v in dirs.items() if k != "out"},
@@ -251,7 +252,7 @@ def test_retrieve_stage_compute(tmp_path: Path, kind: str):
     assert tables["contexts"].height == 4
     assert ctx.summary["n_questions"] == 2 and ctx.summary["n_queries"] == 3
     assert (tmp_path / "cache" / "encodings").is_dir()  # query encodings are cached
-    assert retrieve_stage.STAGE.config_keys == ("retrieve", "embed")
+    assert retrieve_stage.STAGE.config_keys == ("retrieve", "embed", "reranker")
 
 
 @pytest.mark.slow

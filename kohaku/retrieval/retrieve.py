@@ -26,6 +26,7 @@ from kohaku.config import ConfigError
 from kohaku.embedding import Encoder, encode_texts
 from kohaku.retrieval.context import ContextBuilder, RenderConfig
 from kohaku.retrieval.evidence import EvidenceConfig, EvidenceScorer
+from kohaku.retrieval.rerankers import Reranker, RerankerConfig, rerank_rows
 from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
 from kohaku.retrieval.search import load_searchers, read_meta
 from kohaku.tree.model import TreeView
@@ -172,18 +173,34 @@ def rescore_evidence(
     """Each (qid, attempt)'s ranked node rows with the top ``cfg.pool`` rescored."""
     scorer = EvidenceScorer.from_view(view, vectors)
     first = queries.with_row_index("_row").filter(pl.col("query_idx") == 0)
-    text = {q: t for q, t in zip(first["qid"].cast(pl.String), first["query"])}
     qrow = {q: int(r) for q, r in zip(first["qid"].cast(pl.String), first["_row"])}
+    text = question_texts(queries, questions)
     unit: dict[str, str | None] = {}
-    if questions is not None:
-        text.update(zip(questions["qid"].cast(pl.String), questions["question"]))
-        if "answer_unit" in questions.columns:
-            unit = dict(zip(questions["qid"].cast(pl.String), questions["answer_unit"]))
+    if questions is not None and "answer_unit" in questions.columns:
+        unit = dict(zip(questions["qid"].cast(pl.String), questions["answer_unit"]))
     out = {}
     for (qid, a), rows in by_key.items():
         out[(qid, a)] = scorer.rescore(text.get(qid, ""), unit.get(qid), list(rows), cfg,
                                        qvecs[qrow[qid]] if qid in qrow else None)
     return out
+
+
+def question_texts(queries: pl.DataFrame, questions: pl.DataFrame | None) -> dict[str, str]:
+    """qid -> the question: from ``questions`` where given, else query 0 of the plan."""
+    first = queries.filter(pl.col("query_idx") == 0)
+    text = dict(zip(first["qid"].cast(pl.String), first["query"]))
+    if questions is not None:
+        text.update(zip(questions["qid"].cast(pl.String), questions["question"]))
+    return text
+
+
+def passage_text(view: TreeView, row: int, max_chars: int) -> str:
+    """What a reranker reads for a node: its section title and its text, cut to ``max_chars``."""
+    section = view.section[row].strip()
+    text = view.full_text(row).strip()
+    if section and not text.startswith(section):
+        text = f"{section}\n{text}"
+    return text[:max_chars]
 
 
 def rerank_table(ranked: pl.DataFrame, by_key: Mapping[tuple[str, int], Sequence[int]]) -> pl.DataFrame:
@@ -208,12 +225,16 @@ def run_retrieval(
     progress: bool = True,
     questions: pl.DataFrame | None = None,
     vectors: np.ndarray | None = None,
+    reranker: Reranker | None = None,
+    rerank_top_n: int = 30,
+    rerank_chars: int = 1200,
 ) -> dict[str, pl.DataFrame]:
     """Pure retrieval over prepared searchers; ``qvecs`` rows align with ``queries`` rows.
 
     ``questions`` (qid, question, answer_unit) and ``vectors`` (the nodes' embeddings, row
     aligned) feed the evidence rescoring (``cfg.evidence``); without them query 0 stands for
-    the question, the unit is unknown and the dense feature is 0."""
+    the question, the unit is unknown and the dense feature is 0. ``reranker`` (a cross-encoder
+    or the LLM, kohaku.retrieval.rerankers) then re-sorts the first ``rerank_top_n`` nodes."""
     if qvecs.shape[0] != queries.height:
         raise ValueError(f"{qvecs.shape[0]} query vectors for {queries.height} queries")
     if cfg.bm25_levels is not None:
@@ -232,6 +253,11 @@ def run_retrieval(
     qids = queries["qid"].cast(pl.String).unique(maintain_order=True).to_list()
     if cfg.evidence.enabled:
         by_key = rescore_evidence(by_key, queries, qvecs, view, cfg.evidence, questions, vectors)
+    if reranker is not None:
+        texts = question_texts(queries, questions)
+        by_key = rerank_rows(by_key, {k: texts.get(k[0], "") for k in by_key},
+                             lambda r: passage_text(view, r, rerank_chars), reranker, rerank_top_n)
+    if cfg.evidence.enabled or reranker is not None:
         ranked = rerank_table(ranked, by_key)
     records = []
     for qid in tqdm(qids, desc="contexts", unit="q", disable=not progress, leave=False):
@@ -271,10 +297,13 @@ def retrieve(
     load_embeddings: Callable[[], pl.DataFrame],
     log: logging.Logger = log,
     questions: pl.DataFrame | None = None,
+    reranker: Reranker | None = None,
+    rerank_cfg: RerankerConfig | None = None,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
     """Load the index in ``index_dir``, encode the queries, retrieve: (tables, summary).
 
-    ``questions`` (qid, question, answer_unit) feeds the evidence rescoring."""
+    ``questions`` (qid, question, answer_unit) feeds the evidence rescoring and the reranker
+    (``reranker`` built from ``rerank_cfg``)."""
     t0 = time.perf_counter()
     need_vectors = cfg.evidence.enabled and cfg.evidence.dense_weight != 0
     embeddings = (load_embeddings() if read_meta(index_dir)["kind"] == "exact" or need_vectors
@@ -291,8 +320,10 @@ def retrieve(
     qvecs = encode_queries(encoder, queries, cache_root)
     t2 = time.perf_counter()
     vectors = embeddings["vector"].rechunk().to_numpy() if need_vectors else None
+    rk = rerank_cfg or RerankerConfig()
     tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, questions=questions,
-                           vectors=vectors)
+                           vectors=vectors, reranker=reranker, rerank_top_n=rk.top_n,
+                           rerank_chars=rk.max_passage_chars)
     t3 = time.perf_counter()
     c0 = tables["contexts"].filter(pl.col("attempt") == 0)
     log.info("retrieved %d questions x %d attempts: encode %.1fs, search+contexts %.1fs",
