@@ -225,8 +225,7 @@ def test_retrieve_config_validation():
         build(RetrieveConfig, {"expand": "page"}, "retrieve")
 
 
-@pytest.mark.parametrize("kind", ["hnsw", "exact"])
-def test_retrieve_stage_compute(tmp_path: Path, kind: str):
+def _stage_dirs(tmp_path: Path, kind: str) -> dict[str, Path]:
     dirs = {name: tmp_path / name for name in ("plan", "tree", "embed", "index", "questions", "out")}
     for d in dirs.values():
         d.mkdir()
@@ -239,20 +238,51 @@ def test_retrieve_stage_compute(tmp_path: Path, kind: str):
     emb.write_parquet(dirs["embed"] / "embeddings.parquet")
     QUERIES.write_parquet(dirs["plan"] / "queries.parquet")
     write_index(dirs["index"], NODES, emb, IndexConfig(kind=kind, bm25=False))
+    return dirs
+
+
+def _run_stage(tmp_path: Path, dirs: dict[str, Path], reranker: dict) -> tuple[dict, StageContext]:
     cfg = OmegaConf.create({
         "retrieve": {"top_k": 3, "attempts": 2, "max_context_tokens": 80},
         "embed": {"model": "hash:32"},
-        "reranker": {"kind": "none"},
+        "reranker": reranker,
         "cache": {"dir": str(tmp_path / "cache")},
     })
     ctx = StageContext(retrieve_stage.STAGE, cfg, {k: v for k, v in dirs.items() if k != "out"},
                        dirs["out"], Services(), logging.getLogger("t"))
-    tables = retrieve_stage.compute(ctx)
+    return retrieve_stage.compute(ctx), ctx
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "exact"])
+def test_retrieve_stage_compute(tmp_path: Path, kind: str):
+    dirs = _stage_dirs(tmp_path, kind)
+    tables, ctx = _run_stage(tmp_path, dirs, {"kind": "none"})
     assert set(tables) == {"hits", "ranking", "contexts"}
     assert tables["contexts"].height == 4
     assert ctx.summary["n_questions"] == 2 and ctx.summary["n_queries"] == 3
     assert (tmp_path / "cache" / "encodings").is_dir()  # query encodings are cached
     assert retrieve_stage.STAGE.config_keys == ("retrieve", "embed", "reranker")
+    assert "questions" in retrieve_stage.STAGE.inputs  # the evidence rules read the question
+
+
+def test_retrieve_stage_llm_reranker_through_the_fake_backend(tmp_path: Path):
+    """reranker: llm with the fake backend: the stage builds the judge, its answers re-sort the
+    ranking (the fake echoes JSON without a score, so every grade is unreadable and counted),
+    and the requests go through the generation cache (a second run sends none)."""
+    dirs = _stage_dirs(tmp_path, "exact")
+    llm = {"name": "fake", "backend": "fake", "model": "fake", "revision": "0"}
+    base, _ = _run_stage(tmp_path, dirs, {"kind": "none"})
+    (dirs["out"]).mkdir(exist_ok=True)
+    tables, ctx = _run_stage(tmp_path, dirs, {"kind": "llm", "llm": llm, "top_n": 4})
+    # 2 questions x 2 attempts x top_n 4 passages judged; attempts share passages, and the
+    # same request is sent once
+    assert ctx.summary["rerank_invalid"] == 16
+    assert 0 < ctx.summary["rerank_prompts"] < 16
+    # unreadable grades keep the order: the same ranking as without the reranker
+    assert tables["ranking"].select("qid", "attempt", "node_id", "rank").equals(
+        base["ranking"].select("qid", "attempt", "node_id", "rank"))
+    _, again = _run_stage(tmp_path, dirs, {"kind": "llm", "llm": llm, "top_n": 4})
+    assert again.summary["rerank_prompts"] == 0 and again.summary["rerank_cache_hits"] > 0
 
 
 @pytest.mark.slow
