@@ -266,6 +266,12 @@ def find_tables(path: Path, nodes_path: Path | None) -> tuple[pl.DataFrame, pl.D
     return contexts, pl.read_parquet(tree_path)
 
 
+# the columns of the printed --compare table (compare_full.csv has every summary figure)
+COMPARE_COLUMNS = ["variant", "budget", "doc_recall", "evidence_n", "evidence_recall",
+                   "evidence_all_n", "evidence_recall_all", "ev_number", "ev_name", "mean_tokens",
+                   "mean_docs", "retrieve_s"]
+
+
 def find_ranking(path: Path) -> pl.DataFrame | None:
     """The retrieve stage's ranking table of a run dir or retrieve artifact, if present."""
     if (path / "run.json").is_file():
@@ -494,7 +500,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         args.out = args.out or str(REPO / "outputs" / "eval_retrieval")
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        print_and_save(compare(args), Path(args.out) / "compare.csv")
+        table = compare(args)
+        table.write_csv(Path(args.out) / "compare_full.csv")
+        print(f"\nplanner {args.planner}, {args.questions} (all columns: {Path(args.out) / 'compare_full.csv'})")
+        print_and_save(table.select(COMPARE_COLUMNS), Path(args.out) / "compare.csv")
         return 0
 
     if not args.path or not args.solutions_csv:

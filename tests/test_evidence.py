@@ -260,7 +260,7 @@ def test_rank_prior_keeps_the_fused_order_among_equals():
 
 def test_only_the_pool_is_rescored_and_the_rest_keeps_its_place():
     ids = [ROW[i] for i in ("beta#s1.p1.t2", "alpha#s2.p1.t1", "beta#s1.p1.t3", "alpha#s2.p1.t2")]
-    cfg = EvidenceConfig(pool=2, **{**OFF, "term_weight": 1.0})
+    cfg = EvidenceConfig(pool=2, keep_tail=True, **{**OFF, "term_weight": 1.0})
     got = SCORER.rescore("How much electricity did training use?", None, ids, cfg)
     assert got == [ids[1], ids[0], ids[2], ids[3]]
 
@@ -295,3 +295,9 @@ def test_config_is_checked_and_nested_in_retrieve():
         build(RetrieveConfig, {"evidence": {"pool": -1}}, "retrieve")
     with pytest.raises(ConfigError, match=r"retrieve\.evidence\.poool"):
         build(RetrieveConfig, {"evidence": {"poool": 3}}, "retrieve")
+
+
+def test_without_keep_tail_the_ranking_ends_with_the_pool():
+    ids = [ROW[i] for i in ("beta#s1.p1.t2", "alpha#s2.p1.t1", "beta#s1.p1.t3", "alpha#s2.p1.t2")]
+    cfg = EvidenceConfig(pool=2, **{**OFF, "term_weight": 1.0})
+    assert SCORER.rescore("How much electricity did training use?", None, ids, cfg) == [ids[1], ids[0]]

@@ -58,6 +58,9 @@ class RenderConfig:
     heading_format: str = "{section}\n"  # fields: section, page, doc_id
     # between blocks (one block per section: its units in document order)
     separator: str = "\n---\n"
+    # stop filling after this many ranked nodes in a row that do not fit the rest of the
+    # budget (0 = try every ranked node; a long ranking then costs time for a few tokens)
+    fill_patience: int = 50
 
     def validate(self) -> None:
         if self.expand not in EXPAND_MODES:
@@ -66,6 +69,8 @@ class RenderConfig:
             raise ValueError(f"heading={self.heading!r}: use {', '.join(HEADING_MODES)}")
         if self.window < 0:
             raise ValueError("window must be >= 0")
+        if self.fill_patience < 0:
+            raise ValueError(f"fill_patience={self.fill_patience}: use 0 (off) or a count")
         if not 0.0 <= self.span_share <= 1.0:
             raise ValueError(f"span_share={self.span_share}: use a share of the budget in [0, 1]")
 
@@ -380,6 +385,8 @@ class ContextBuilder:
             state["total"] = total
             return True
 
+        misses = 0  # ranked nodes in a row that did not fit
+        patience = self.cfg.fill_patience
         for row in ranked_rows:
             row = int(row)
             if cost(state["total"] + self.min_unit, len(blocks) + 1) > budget:
@@ -391,6 +398,9 @@ class ContextBuilder:
                     break  # placed, or nothing new (already in the context)
             if placed:
                 n_units += 1
+            misses = misses + 1 if placed is False else 0
+            if patience and misses >= patience:
+                break  # what is left of the budget fits none of the next nodes
 
         rendered = [self.render(b) for b in blocks]
         kept = list(blocks)

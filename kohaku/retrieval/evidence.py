@@ -33,7 +33,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class EvidenceConfig:
 
     # ranked nodes rescored per (question, attempt); 0 = off. Defaults: tuned on the WattBot
     # train questions and public split (scripts/eval_retrieval.py --compare, docs/design.md)
-    pool: int = 300
+    pool: int = 200
     rank_weight: float = 0.25  # the fused order as a prior: 1 / (1 + rank / rank_scale)
     rank_scale: float = 10.0
     dense_weight: float = 1.0  # cosine of the question (query 0) and the node
@@ -71,6 +71,9 @@ class EvidenceConfig:
     # paragraph's terms): rows and sentences no search returned; 0 = off
     doc_leaves: int = 3
     doc_leaf_share: float = 0.3
+    # keep the nodes ranked past the pool after it (false: the context is filled from the
+    # rescored pool alone, which is faster and, with pool 300, as good on WattBot)
+    keep_tail: bool = False
 
     def validate(self) -> None:
         if self.pool < 0:
@@ -351,7 +354,6 @@ class EvidenceScorer:
                  sections: Sequence[str] | None = None,
                  leaves_of: Callable[[int], Sequence[int]] | None = None,
                  neighbours: Sequence[tuple[int, int]] | None = None,
-                 row_words: Sequence[frozenset[str]] | None = None,
                  row_terms: Sequence[frozenset[str]] | None = None) -> None:
         n = len(texts)
         self.texts = texts
@@ -365,15 +367,12 @@ class EvidenceScorer:
         docs = sorted(set(doc_ids))
         self._doc_index = {d: i for i, d in enumerate(docs)}
         self.doc_idx = np.asarray([self._doc_index[d] for d in doc_ids], np.int64)
-        if row_words is None:
-            row_words = [frozenset(words(t)) for t in texts]
         if row_terms is None:
-            row_terms = [frozenset(terms_of_words(ws)) for ws in row_words]
+            row_terms = [frozenset(terms(t)) for t in texts]
         self.terms = Postings(row_terms)
-        self.words = Postings(row_words)
-        sec_terms: dict[str, set[str]] = {}
-        self.section_terms = Postings(
-            sec_terms.setdefault(sec, terms(sec)) for sec in (sections or [""] * n))
+        secs = sections or [""] * n
+        sec_terms = {sec: terms(sec) for sec in set(secs)}
+        self.section_terms = Postings(sec_terms[sec] for sec in secs)
         df: Counter[str] = Counter()
         n_idf = 0
         leaf_rows = [int(r) for r in leaf_rows]  # idf is taken over the leaves
@@ -404,20 +403,16 @@ class EvidenceScorer:
                 neighbours[r] = (seq[i - 1] if i > 0 else -1, seq[i + 1] if i + 1 < len(seq) else -1)
         leaves = [r for r in range(n) if not has_children[r]]
         titles = {view.doc_id[r]: view.text[r] for r in range(n) if parent[r] < 0}
-        # the words and terms of the leaves, read from their text once, and of their context
-        # rows (a paragraph's text is its sentences joined, so its words are theirs); sections
-        # and documents get none (evidence.leaves replaces them by their leaves)
-        row_words: list[frozenset[str]] = [frozenset()] * n
+        # the terms of the leaves, read from their text once, and of their context rows (a
+        # paragraph's text is its sentences joined, so its terms are theirs); sections and
+        # documents get none (evidence.leaves replaces them by their leaves)
         row_terms: list[frozenset[str]] = [frozenset()] * n
         for r in leaves:
-            row_words[r] = frozenset(words(view.text[r]))
-            row_terms[r] = frozenset(terms_of_words(row_words[r]))
+            row_terms[r] = frozenset(terms(view.text[r]))
         for c in sorted({c for c in context_of if has_children[c]}):
-            kids = view.children[c].tolist()
-            row_words[c] = frozenset().union(*(row_words[k] for k in kids))
-            row_terms[c] = frozenset().union(*(row_terms[k] for k in kids))
+            row_terms[c] = frozenset().union(*(row_terms[k] for k in view.children[c].tolist()))
         return cls(view.text, view.doc_id, context_of, leaves, vectors, titles, view.section,
-                   view.leaves_of, neighbours, row_words, row_terms)
+                   view.leaves_of, neighbours, row_terms)
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)
@@ -485,12 +480,17 @@ class EvidenceScorer:
             f[k] /= total
         ents = question_entities(question)
         for e in ents:
-            if e.isalnum() or (" " not in e and e in self.words):
-                m = self.words.mask(e)
+            if " " not in e:  # one word (words() keeps gpt-4.1 whole): the term index
+                m = self.terms.mask(stem(e))
                 hit = m[r] | m[ctx]
-            else:  # a phrase (or a name no node holds as one word): search the texts
-                hit = np.fromiter((contains_entity(self.folded(a), e) or
-                                   contains_entity(self.folded(c), e) for a, c in zip(r, ctx)), bool, n)
+            else:  # a phrase: search the texts of the rows that hold all its words
+                m = np.ones(len(self.doc_idx) + 1, bool)
+                for t in terms_of_words(words(e)):
+                    m &= self.terms.mask(t)
+                hit = np.zeros(n, bool)
+                for i in np.flatnonzero(m[r] | m[ctx]).tolist():
+                    hit[i] = (contains_entity(self.folded(int(r[i])), e)
+                              or (ctx[i] >= 0 and contains_entity(self.folded(int(ctx[i])), e)))
             f["entity"] += hit
         if ents:
             f["entity"] /= len(ents)
@@ -508,36 +508,64 @@ class EvidenceScorer:
             f["dense"] = (self.vectors[r] @ np.asarray(qvec, np.float32)).astype(np.float64)
         return f
 
-    def rescore(self, question: str, answer_unit: str | None, rows: Sequence[int],
-                cfg: EvidenceConfig, qvec: np.ndarray | None = None) -> list[int]:
-        """``rows`` (a ranking, best first) with its first ``cfg.pool`` re-sorted by the
-        evidence score; the rest keep their order after them. With ``cfg.leaves`` a pooled
-        paragraph or section is replaced by its leaves, each ranked at its ancestor's place
-        (so the budget goes to its best sentences, not the whole node)."""
-        pool = list(rows[: cfg.pool])
-        if not pool:
-            return list(rows)
+    def _pool(self, question: str, rows: Sequence[int], cfg: EvidenceConfig
+              ) -> tuple[list[int], np.ndarray]:
+        """The rows to rescore and the fused rank each inherits (doc leaves rank after the
+        pool; a leaf standing in for its ancestor takes the ancestor's rank)."""
+        pool = [int(r) for r in rows[: cfg.pool]]
         ranks = np.arange(len(pool), dtype=np.float64)
-        if cfg.doc_leaves > 0:
+        if cfg.doc_leaves > 0 and pool:
             extra = self.doc_leaf_candidates(question, pool, cfg.doc_leaves, cfg.doc_leaf_share)
             pool += extra
             ranks = np.r_[ranks, np.full(len(extra), float(len(ranks)))]
         if cfg.leaves and self.leaves_of is not None:
             best: dict[int, float] = {}
-            for rank, row in enumerate(pool):
+            for rank, row in zip(ranks.tolist(), pool):
                 for leaf in self.leaves_of(row):
                     if leaf not in best:
-                        best[leaf] = float(rank)
+                        best[leaf] = rank
             pool = list(best)
             ranks = np.fromiter(best.values(), np.float64, len(best))
-        f = self.features(question, answer_unit, pool, qvec)
-        prior = 1.0 / (1.0 + ranks / cfg.rank_scale)
-        score = (cfg.rank_weight * prior + cfg.dense_weight * f["dense"]
-                 + cfg.term_weight * f["term"] + cfg.context_weight * f["context"]
-                 + cfg.window_weight * f["window"]
-                 + cfg.entity_weight * f["entity"] + cfg.unit_weight * f["unit"]
-                 + cfg.number_weight * f["number"] + cfg.doc_weight * f["doc"])
-        order = np.lexsort((ranks, -score))
-        head = [pool[i] for i in order]
-        seen = set(head)
-        return head + [r for r in rows[cfg.pool:] if r not in seen]
+        return pool, ranks
+
+    @staticmethod
+    def _evidence(f: Mapping[str, np.ndarray], cfg: EvidenceConfig) -> np.ndarray:
+        """The weighted sum of the features (everything but the rank prior)."""
+        return (cfg.dense_weight * f["dense"] + cfg.term_weight * f["term"]
+                + cfg.context_weight * f["context"] + cfg.window_weight * f["window"]
+                + cfg.entity_weight * f["entity"] + cfg.unit_weight * f["unit"]
+                + cfg.number_weight * f["number"] + cfg.doc_weight * f["doc"])
+
+    def rescore_many(self, question: str, answer_unit: str | None,
+                     rankings: Mapping[Any, Sequence[int]], cfg: EvidenceConfig,
+                     qvec: np.ndarray | None = None) -> dict[Any, list[int]]:
+        """:meth:`rescore` for several rankings of one question (its retry attempts): the
+        features of every pooled row are computed once."""
+        pools = {k: self._pool(question, rows, cfg) for k, rows in rankings.items()}
+        union = sorted({r for pool, _ in pools.values() for r in pool})
+        where = {r: i for i, r in enumerate(union)}
+        evidence = self._evidence(self.features(question, answer_unit, union, qvec), cfg)
+        out = {}
+        for k, rows in rankings.items():
+            pool, ranks = pools[k]
+            if not pool:
+                out[k] = list(rows)
+                continue
+            score = (cfg.rank_weight / (1.0 + ranks / cfg.rank_scale)
+                     + evidence[[where[r] for r in pool]])
+            order = np.lexsort((ranks, -score))
+            head = [pool[i] for i in order]
+            if cfg.keep_tail:
+                seen = set(head)
+                head += [int(r) for r in rows[cfg.pool:] if int(r) not in seen]
+            out[k] = head
+        return out
+
+    def rescore(self, question: str, answer_unit: str | None, rows: Sequence[int],
+                cfg: EvidenceConfig, qvec: np.ndarray | None = None) -> list[int]:
+        """``rows`` (a ranking, best first) with its first ``cfg.pool`` re-sorted by the
+        evidence score; the rest keep their order after them (``cfg.keep_tail``; else they are
+        dropped). With ``cfg.leaves`` a pooled
+        paragraph or section is replaced by its leaves, each ranked at its ancestor's place
+        (so the budget goes to its best sentences, not the whole node)."""
+        return self.rescore_many(question, answer_unit, {0: rows}, cfg, qvec)[0]

@@ -135,6 +135,20 @@ def search_hits(
     return hits.with_columns(pl.col("_q").cast(pl.UInt32)).join(keys, on="_q", how="left").drop("_q")
 
 
+class _Clock:
+    """Seconds per phase into ``out`` (``{phase}_seconds``), or nothing when ``out`` is None."""
+
+    def __init__(self, out: dict[str, float] | None) -> None:
+        self.out = out
+        self.t = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        if self.out is not None:
+            self.out[f"{phase}_seconds"] = round(now - self.t, 3)
+        self.t = now
+
+
 def rank_nodes(hits: pl.DataFrame, cfg: RetrieveConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per attempt a: the hits with rank < k_a, consensus-reranked (and BM25-fused).
 
@@ -178,10 +192,14 @@ def rescore_evidence(
     unit: dict[str, str | None] = {}
     if questions is not None and "answer_unit" in questions.columns:
         unit = dict(zip(questions["qid"].cast(pl.String), questions["answer_unit"]))
-    out = {}
+    per_q: dict[str, dict[int, Sequence[int]]] = {}
     for (qid, a), rows in by_key.items():
-        out[(qid, a)] = scorer.rescore(text.get(qid, ""), unit.get(qid), list(rows), cfg,
-                                       qvecs[qrow[qid]] if qid in qrow else None)
+        per_q.setdefault(qid, {})[a] = rows
+    out: dict[tuple[str, int], list[int]] = {}
+    for qid, rankings in per_q.items():  # features once per question, for all its attempts
+        got = scorer.rescore_many(text.get(qid, ""), unit.get(qid), rankings, cfg,
+                                  qvecs[qrow[qid]] if qid in qrow else None)
+        out.update(((qid, a), rows) for a, rows in got.items())
     return out
 
 
@@ -228,13 +246,17 @@ def run_retrieval(
     reranker: Reranker | None = None,
     rerank_top_n: int = 30,
     rerank_chars: int = 1200,
+    timings: dict[str, float] | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Pure retrieval over prepared searchers; ``qvecs`` rows align with ``queries`` rows.
 
     ``questions`` (qid, question, answer_unit) and ``vectors`` (the nodes' embeddings, row
     aligned) feed the evidence rescoring (``cfg.evidence``); without them query 0 stands for
     the question, the unit is unknown and the dense feature is 0. ``reranker`` (a cross-encoder
-    or the LLM, kohaku.retrieval.rerankers) then re-sorts the first ``rerank_top_n`` nodes."""
+    or the LLM, kohaku.retrieval.rerankers) then re-sorts the first ``rerank_top_n`` nodes.
+    ``timings`` (when given) gets the seconds of each phase: search, rank, evidence, rerank,
+    contexts."""
+    clock = _Clock(timings)
     if qvecs.shape[0] != queries.height:
         raise ValueError(f"{qvecs.shape[0]} query vectors for {queries.height} queries")
     if cfg.bm25_levels is not None:
@@ -243,6 +265,7 @@ def run_retrieval(
     k_max = cfg.top_k * cfg.attempts
     kb_max = (cfg.bm25_top_k or cfg.top_k) * cfg.attempts
     raw = search_hits(queries, qvecs, dense, sparse, k_max, kb_max, use_bm25)
+    clock.lap("search")
     view = view or TreeView(nodes)
     ranked, all_hits = rank_nodes(raw, cfg)
     builder = ContextBuilder(view, cfg.render())
@@ -251,12 +274,15 @@ def run_retrieval(
     lists = ranked.group_by(["qid", "attempt"], maintain_order=True).agg(pl.col("node_row"))
     by_key = {(q, a): rows for q, a, rows in lists.iter_rows()}
     qids = queries["qid"].cast(pl.String).unique(maintain_order=True).to_list()
+    clock.lap("rank")
     if cfg.evidence.enabled:
         by_key = rescore_evidence(by_key, queries, qvecs, view, cfg.evidence, questions, vectors)
+        clock.lap("evidence")
     if reranker is not None:
         texts = question_texts(queries, questions)
         by_key = rerank_rows(by_key, {k: texts.get(k[0], "") for k in by_key},
                              lambda r: passage_text(view, r, rerank_chars), reranker, rerank_top_n)
+        clock.lap("rerank")
     if cfg.evidence.enabled or reranker is not None:
         ranked = rerank_table(ranked, by_key)
     records = []
@@ -268,6 +294,7 @@ def run_retrieval(
                             ctx.n_tokens, budget, ctx.n_blocks, ctx.blocks, ctx.block_doc_ids,
                             cfg.separator))
     contexts = pl.DataFrame(records, schema=CONTEXTS_SCHEMA, orient="row")
+    clock.lap("contexts")
     hits = all_hits.select(
         "qid", "attempt", "query_idx",
         node_ids.gather(all_hits["node_row"]).alias("node_id"),
@@ -321,19 +348,22 @@ def retrieve(
     t2 = time.perf_counter()
     vectors = embeddings["vector"].rechunk().to_numpy() if need_vectors else None
     rk = rerank_cfg or RerankerConfig()
+    phases: dict[str, float] = {}
     tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, questions=questions,
                            vectors=vectors, reranker=reranker, rerank_top_n=rk.top_n,
-                           rerank_chars=rk.max_passage_chars)
+                           rerank_chars=rk.max_passage_chars, timings=phases)
     t3 = time.perf_counter()
     c0 = tables["contexts"].filter(pl.col("attempt") == 0)
-    log.info("retrieved %d questions x %d attempts: encode %.1fs, search+contexts %.1fs",
-             c0.height, cfg.attempts, t2 - t1, t3 - t2)
+    log.info("retrieved %d questions x %d attempts: encode %.1fs, search+contexts %.1fs (%s)",
+             c0.height, cfg.attempts, t2 - t1, t3 - t2,
+             ", ".join(f"{k.removesuffix('_seconds')} {v:.1f}s" for k, v in phases.items()))
     summary = {
         "n_questions": c0.height,
         "n_queries": queries.height,
         "load_seconds": round(t1 - t0, 3),
         "query_encode_seconds": round(t2 - t1, 3),
         "retrieve_seconds": round(t3 - t2, 3),
+        **phases,
         "mean_context_tokens": round(float(c0["n_tokens"].mean() or 0), 1),
         "mean_docs": round(float(c0["doc_ids"].list.len().mean() or 0), 2),
     }
