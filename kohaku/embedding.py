@@ -117,22 +117,30 @@ class Encoder(Protocol):
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-def resolve_model(spec: str) -> str:
-    """Model spec -> what SentenceTransformer accepts (a local path or a hub name)."""
+def resolve_model(spec: str, key: str = "embed.model") -> str:
+    """Model spec -> what SentenceTransformer (or CrossEncoder) accepts: a local path or a hub
+    name. ``pkg:<module>`` is a model a Python package bundles: its ``get_model_path()``, else
+    the package's ``model/`` folder (or the package folder) holding a config.json. ``key`` names
+    the config key in errors."""
     if spec.startswith("pkg:"):
         module_name = spec[4:]
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise ConfigError(
-                f"embed.model={spec!r}: package module '{module_name}' is not installed; "
-                f"install it (e.g. pip install {module_name.replace('_', '-')}) or set embed.model "
+                f"{key}={spec!r}: package module '{module_name}' is not installed; "
+                f"install it (e.g. pip install {module_name.replace('_', '-')}) or set {key} "
                 "to a model name or folder"
             ) from exc
         getter = getattr(module, "get_model_path", None)
-        if not callable(getter):
-            raise ConfigError(f"embed.model={spec!r}: module '{module_name}' has no get_model_path()")
-        return str(getter())
+        if callable(getter):
+            return str(getter())
+        root = Path(module.__file__).parent
+        for folder in (root / "model", root):
+            if (folder / "config.json").is_file():
+                return str(folder)
+        raise ConfigError(f"{key}={spec!r}: module '{module_name}' has no get_model_path() and "
+                          f"no model folder (config.json) in {root}")
     return spec
 
 

@@ -83,12 +83,27 @@ def test_cross_encoder_reranks_the_top_n_only(tiny_cross_encoder):
     assert out[("q1", 0)] == [int(i) for i in np.argsort(-logits)] + [3]
 
 
+def test_cross_encoder_from_a_package_that_bundles_it(tiny_cross_encoder, tmp_path, monkeypatch):
+    import shutil
+
+    pkg = tmp_path / "tiny_ce_pkg_for_test"
+    shutil.copytree(tiny_cross_encoder, pkg / "model")
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rr = CrossEncoderReranker(RerankerConfig(kind="cross_encoder", model="pkg:tiny_ce_pkg_for_test",
+                                             device="cpu"))
+    direct = CrossEncoderReranker(RerankerConfig(kind="cross_encoder", model=str(tiny_cross_encoder),
+                                                 device="cpu"))
+    items = [("what is the price of the h20 per hour", PASSAGES)]
+    assert np.allclose(rr.score(items), direct.score(items))
+
+
 def test_cross_encoder_config_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="reranker.model"):
         build(RerankerConfig, {"kind": "cross_encoder"}, "reranker")
     with pytest.raises(ConfigError, match=r"reranker.model=.*cannot load a CrossEncoder"):
         CrossEncoderReranker(RerankerConfig(kind="cross_encoder", model=str(tmp_path / "none")))
-    with pytest.raises(ConfigError, match="package 'no_such_pkg_x' is not installed"):
+    with pytest.raises(ConfigError, match="reranker.model='pkg:no_such_pkg_x': package module 'no_such_pkg_x' is not installed"):
         CrossEncoderReranker(RerankerConfig(kind="cross_encoder", model="pkg:no_such_pkg_x"))
 
 

@@ -18,16 +18,15 @@ leaves the rest in place. A passage is the node's text, with its section title i
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from kohaku.config import ConfigError, build
+from kohaku.embedding import resolve_model
 from kohaku.errors import KohakuError
 from kohaku.llm.base import Backend, ChatRequest, Counters
 from kohaku.llm.cache import GenerationCache, generate_cached
@@ -110,21 +109,6 @@ class Reranker(Protocol):
 
 # ------------------------------------------------------------------------------ cross-encoder
 
-def _model_path(spec: str) -> str:
-    if spec.startswith("pkg:"):
-        name = spec[4:]
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            raise ConfigError(f"reranker.model={spec!r}: package {name!r} is not installed") from exc
-        root = Path(module.__file__).parent
-        for cand in (root / "model", root):
-            if (cand / "config.json").is_file():
-                return str(cand)
-        raise ConfigError(f"reranker.model={spec!r}: no model folder (config.json) in {root}")
-    return spec
-
-
 def _device(name: str) -> str:
     if name != "auto":
         return name
@@ -143,7 +127,7 @@ class CrossEncoderReranker:
     def __init__(self, cfg: RerankerConfig) -> None:
         from sentence_transformers import CrossEncoder
 
-        path = _model_path(cfg.model)
+        path = resolve_model(cfg.model, "reranker.model")
         try:
             self.model = CrossEncoder(path, device=_device(cfg.device), max_length=cfg.max_length,
                                       local_files_only=True)
