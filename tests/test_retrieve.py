@@ -368,3 +368,42 @@ def test_eval_retrieval_metrics():
     assert s["doc_recall"] == pytest.approx(1 / 3, abs=1e-3)
     assert s["evidence_recall"] == pytest.approx(2 / 3, abs=1e-3)
     assert s["evidence_gold_recall"] == pytest.approx(1 / 3, abs=1e-3)
+
+
+def test_eval_retrieval_kinds_gold_rank_and_true_false_apart():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "eval_retrieval", Path(__file__).resolve().parents[1] / "scripts" / "eval_retrieval.py")
+    ev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ev)
+    assert [ev.answer_kind(q, v) for q, v in [
+        ("How many?", "24"), ("Which model?", "GPT-4"), ("Range?", "[1,2]"),
+        ("True or False: it rains.", "0"), ("How many?", "is_blank")]] == \
+        ["number", "name", "list", "bool", "blank"]
+    contexts = pl.DataFrame({
+        "qid": ["q1", "q5"], "attempt": [0, 0], "k": [1, 1],
+        "context": ["[ref_id=alpha] Data centers use water.", "[ref_id=alpha] Training used 1,287 MWh."],
+        "doc_ids": [["alpha"], ["alpha"]], "node_ids": [[], []], "n_tokens": [8, 8],
+    })
+    solutions = pl.DataFrame({
+        "id": ["q1", "q5"], "question": ["How many sites reused water?", "True or False: training used power."],
+        "answer_value": ["24", "1"], "ref_id": ["['alpha']", "['alpha']"],
+    })
+    ranking = pl.DataFrame({"qid": ["q1", "q1", "q1"], "attempt": [0, 0, 0],
+                            "node_id": ["beta#s1.p1.t1", "alpha#s1.p1", "alpha#s1.p1.t2"],
+                            "rank": [0, 1, 2]})
+    per_q = ev.evaluate(contexts, solutions, NODES, ranking=ranking)
+    rows = {r["qid"]: r for r in per_q.iter_rows(named=True)}
+    # q1 missed its evidence; the gold sentence ("AWS reused water in 24 sites.") is inside
+    # the paragraph ranked second
+    assert rows["q1"]["evidence"] is False and rows["q1"]["gold_rank"] == 1
+    # q5: a True/False answer "1" is found in "1,287" but is no answer text: counted apart
+    assert rows["q5"]["kind"] == "bool" and rows["q5"]["evidence_eligible"] is False
+    assert rows["q5"]["evidence_all"] is True and rows["q5"]["evidence"] is None
+    s = ev.summarise(per_q)
+    assert (s["evidence_n"], s["evidence_recall"]) == (1, 0.0)
+    assert (s["evidence_all_n"], s["evidence_recall_all"]) == (2, 0.5)
+    kinds = {r["kind"]: r for r in ev.by_kind(per_q).iter_rows(named=True)}
+    assert kinds["number"]["misses"] == 1 and kinds["number"]["miss_gold_rank_median"] == 1
+    assert kinds["bool"]["misses"] == 0 and kinds["bool"]["evidence_recall"] == 1.0
