@@ -52,7 +52,12 @@ def test_sample_pipeline_on_vllm_writes_a_valid_submission(runs):
     assert submission["id"].to_list() == questions["id"].to_list() and submission.height == 11
     infer = first["stages"]["infer"]
     generations = pl.read_parquet(Path(infer["path"]) / "generations.parquet")
-    assert generations["valid"].all(), generations.filter(~pl.col("valid"))["raw"].to_list()[:3]
+    # vLLM does not close a JSON answer cut at max_tokens (README "Speed on a CPU"): SmolLM2
+    # sometimes loops until the cut. Every other answer must parse: an invalid answer that
+    # stopped on its own would be a schema or parsing fault.
+    bad = generations.filter(~pl.col("valid"))
+    assert (bad["finish_reason"] == "length").all(), bad.select("raw", "finish_reason").to_dicts()[:3]
+    assert bad.height <= generations.height // 4, bad["raw"].to_list()[:3]
     assert infer["summary"]["model_calls"] >= 1 and infer["summary"]["completion_tokens"] > 0
     assert "vLLM engine for HuggingFaceTB/SmolLM2-135M-Instruct ready" in (tmp / "run1" / "run.log").read_text()
 
