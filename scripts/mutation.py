@@ -43,7 +43,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "voting": ("kohaku/voting.py", ["tests/test_vote.py"]),
     "rerank": ("kohaku/retrieval/rerank.py", ["tests/test_rerank.py"]),
     "context": ("kohaku/retrieval/context.py", ["tests/test_context.py"]),
-    "artifacts": ("kohaku/artifacts.py", ["tests/test_pipeline_cache.py"]),
+    "artifacts": ("kohaku/artifacts.py", ["tests/test_pipeline_cache.py", "tests/test_cache_lock.py"]),
     "segment": ("kohaku/text/segment.py", ["tests/test_segment.py"]),
 }
 
