@@ -239,3 +239,222 @@ def test_segmentation_is_deterministic():
     assert [(s.title, [p.sentences for p in s.paragraphs]) for s in a] == [
         (s.title, [p.sentences for p in s.paragraphs]) for s in b
     ]
+
+
+# ------------------------------------------------- whole documents, every field pinned
+
+
+def _outline(sections):
+    """(title, path, level, source, page, [(kind, page, caption, sentences)]) per section."""
+    return [
+        (s.title, s.path, s.level, s.source, s.page, [(p.kind, p.page, p.caption, p.sentences) for p in s.paragraphs])
+        for s in sections
+    ]
+
+
+def test_parsed_blocks_headings_tables_and_captions():
+    blocks = [
+        {"page": 1, "kind": "heading", "text": "Cooling the\nCluster", "level": 1},
+        {"page": 1, "text": "Data centres need cooling all year, and the chillers run\r\nfor most of the hours of "
+                            "the year.\r\rThe fans also draw power, and more of it in the summer."},
+        {"kind": "heading", "text": "Measured Power", "level": 2, "page": 2},
+        {"page": 2, "kind": "caption", "text": "Table 1: Power by month\n"},
+        {"page": 2, "kind": "table", "text": "Month kW\nJanuary 120\n\nJuly 190"},
+        {"page": 2, "kind": "caption", "text": "Figure 1: The chillers\non the roof."},
+        {"page": 2, "kind": "text", "text": "The table shows that summer costs more power than winter does."},
+        {"kind": "heading", "text": "Outlook", "level": None, "page": 3},
+        {"text": "Better chillers would help a great deal in the summer months.", "page": 3},  # no kind: text
+        {"page": 3, "kind": "table", "text": "\n"},  # empty blocks add nothing
+        {"page": 3, "kind": "heading", "text": " \n"},
+        {"page": 3, "kind": "caption", "text": ""},
+    ]
+    assert _outline(segment_document(blocks, "Doc")) == [
+        ("Cooling the Cluster", "Cooling the Cluster", 1, "heading", 1, [
+            ("text", 1, False, ["Data centres need cooling all year, and the chillers run for most of the hours of the year."]),
+            ("text", 1, False, ["The fans also draw power, and more of it in the summer."]),
+        ]),
+        ("Measured Power", "Cooling the Cluster > Measured Power", 2, "heading", 2, [
+            ("table", 2, False, ["Table 1: Power by month", "Month kW", "January 120", "July 190"]),
+            ("text", 2, True, ["Figure 1: The chillers on the roof."]),
+            ("text", 2, False, ["The table shows that summer costs more power than winter does."]),
+        ]),
+        ("Outlook", "Outlook", 1, "heading", 3, [
+            ("text", 3, False, ["Better chillers would help a great deal in the summer months."]),
+        ]),
+    ]
+
+
+IEEE_LETTERED = """I. INTRODUCTION
+Accelerator clusters draw a lot of power and their cooling matters.
+A. Motivation
+Summer heat raises the load on the chillers by a large margin.
+B. Contributions
+We report one year of measurements from a production cluster.
+II. MEASUREMENTS
+The meters logged every minute of the year without any gaps.
+A. Chillers
+The chillers drew between 120 and 190 kW over the year.
+III. CONCLUSION
+Cooling is a large share of the energy use of the cluster."""
+
+
+def test_lettered_subsections_restart_under_each_roman_part():
+    sections = segment_document([_text_block(IEEE_LETTERED)], "Doc")
+    assert [(s.title, s.path, s.level) for s in sections] == [
+        ("I. INTRODUCTION", "I. INTRODUCTION", 1),
+        ("A. Motivation", "I. INTRODUCTION > A. Motivation", 2),
+        ("B. Contributions", "I. INTRODUCTION > B. Contributions", 2),
+        ("II. MEASUREMENTS", "II. MEASUREMENTS", 1),
+        ("A. Chillers", "II. MEASUREMENTS > A. Chillers", 2),
+        ("III. CONCLUSION", "III. CONCLUSION", 1),
+    ]
+    assert [p.text for s in sections for p in s.paragraphs] == [
+        line for line in IEEE_LETTERED.splitlines() if line.endswith(".") and not line[:4].strip(".").isupper()
+    ]
+
+
+APPENDIX = """1 Introduction
+We study the energy use of training large language models on GPUs.
+2 Method
+We measure the power of every GPU with the vendor tools every second.
+References
+[1] A. Author. A paper about energy. 2020.
+A Additional Plots
+The plots show the power draw of every run in the study in detail.
+B Hardware Details
+The cluster has 64 nodes with eight GPUs each and fast links."""
+
+
+def test_appendices_after_the_numbered_body_are_top_level():
+    sections = segment_document([_text_block(APPENDIX)], "Doc")
+    assert [(s.title, s.path, s.level, len(s.paragraphs)) for s in sections] == [
+        ("1 Introduction", "1 Introduction", 1, 1),
+        ("2 Method", "2 Method", 1, 1),
+        ("References", "References", 1, 1),
+        ("A Additional Plots", "A Additional Plots", 1, 1),
+        ("B Hardware Details", "B Hardware Details", 1, 1),
+    ]
+
+
+def test_title_case_headings_without_numbering():
+    text = (
+        "Background\n"
+        "Data centres use a growing share of the electricity of many countries, and the\n"
+        "share is expected to grow further with the spread of large models.\n"
+        "Our Measurement Approach\n"
+        "We measured the cluster over a whole year with meters on every rack of the\n"
+        "machine room, logging the power at one minute intervals.\n"
+        "Results\n"
+        "The cooling overhead was largest in the summer months of the year."
+    )
+    assert _outline(segment_document([_text_block(text)], "Doc")) == [
+        ("Background", "Background", 1, "heading", 1, [("text", 1, False, [
+            "Data centres use a growing share of the electricity of many countries, and the share is expected to "
+            "grow further with the spread of large models."])]),
+        ("Our Measurement Approach", "Our Measurement Approach", 1, "heading", 1, [("text", 1, False, [
+            "We measured the cluster over a whole year with meters on every rack of the machine room, logging the "
+            "power at one minute intervals."])]),
+        ("Results", "Results", 1, "heading", 1, [("text", 1, False, [
+            "The cooling overhead was largest in the summer months of the year."])]),
+    ]
+    never = segment_document([_text_block(text)], "Doc", SegmentConfig(title_case_headings="never"))
+    assert [s.title for s in never] == ["Background", "Results"]  # the known names only
+
+
+def test_wrapped_headings_are_joined():
+    text = (
+        "1 Introduction\n"
+        "We study how much energy the training of large language models takes on GPUs.\n"
+        "2 Energy Use of the Training and\n"
+        "Inference Phases\n"
+        "Training takes most of the energy, but inference adds up over many requests.\n"
+        "3 RESULTS OF THE\n"
+        "MEASUREMENT CAMPAIGN\n"
+        "The measurements cover one year of operation of the production cluster."
+    )
+    sections = segment_document([_text_block(text)], "Doc")
+    assert [(s.title, [p.text for p in s.paragraphs]) for s in sections] == [
+        ("1 Introduction", ["We study how much energy the training of large language models takes on GPUs."]),
+        ("2 Energy Use of the Training and Inference Phases",
+         ["Training takes most of the energy, but inference adds up over many requests."]),
+        ("3 RESULTS OF THE MEASUREMENT CAMPAIGN",
+         ["The measurements cover one year of operation of the production cluster."]),
+    ]
+
+
+def test_footnotes_inside_a_sentence_become_a_caption_and_the_sentence_goes_on():
+    text = (
+        "1 Introduction\n"
+        "The energy use of the cluster grew by a third in the year of the\n"
+        "1 See the operator's yearly report.\n"
+        "2 Measured at the power distribution units.\n"
+        "study, mostly because of cooling in summer.\n"
+        "2 Method\n"
+        "We logged the power of every rack at one minute intervals all year."
+    )
+    assert _outline(segment_document([_text_block(text)], "Doc")) == [
+        ("1 Introduction", "1 Introduction", 1, "heading", 1, [
+            ("text", 1, False, ["The energy use of the cluster grew by a third in the year of the study, mostly "
+                                "because of cooling in summer."]),
+            ("text", 1, True, ["1 See the operator's yearly report.", "2 Measured at the power distribution units."]),
+        ]),
+        ("2 Method", "2 Method", 1, "heading", 1, [
+            ("text", 1, False, ["We logged the power of every rack at one minute intervals all year."])]),
+    ]
+
+
+def test_table_of_contents_lines_are_no_headings():
+    text = (
+        "Contents\n"
+        "1 Introduction . . . . 3\n"
+        "2 Background . . . . 5\n"
+        "3 Method . . . . 9\n"
+        "4 Results . . . . 12\n"
+        "Abstract\n"
+        "We measure the cooling of a cluster over one year of operation.\n"
+        "1 Introduction\n"
+        "Large models need large clusters, and large clusters need a lot of cooling.\n"
+        "2 Background\n"
+        "Earlier work measured single servers rather than whole machine rooms."
+    )
+    sections = segment_document([_text_block(text)], "Doc")
+    assert [(s.title, [p.sentences for p in s.paragraphs]) for s in sections] == [
+        ("Contents", [["1 Introduction.... 3", "2 Background.... 5", "3 Method.... 9", "4 Results.... 12"]]),
+        ("Abstract", [["We measure the cooling of a cluster over one year of operation."]]),
+        ("1 Introduction", [["Large models need large clusters, and large clusters need a lot of cooling."]]),
+        ("2 Background", [["Earlier work measured single servers rather than whole machine rooms."]]),
+    ]
+
+
+def test_raw_table_rows_and_a_figure_caption():
+    text = (
+        "1 Results\n"
+        "The power of the racks over the year is given below for each month.\n"
+        "Rack power by month\n"
+        "January 120 1.21\n"
+        "April 135 1.25\n"
+        "July 190 1.39\n"
+        "The summer months clearly draw more power than the winter months do.\n"
+        "Figure 2: Power over the year.\n"
+        "2 Outlook\n"
+        "Better chillers would cut the summer peak by a large margin."
+    )
+    assert _outline(segment_document([_text_block(text)], "Doc"))[0][5] == [
+        ("text", 1, False, ["The power of the racks over the year is given below for each month.", "Rack power by month"]),
+        ("table", 1, False, ["January 120 1.21", "April 135 1.25", "July 190 1.39"]),
+        ("text", 1, False, ["The summer months clearly draw more power than the winter months do."]),
+        ("text", 1, True, ["Figure 2: Power over the year."]),
+    ]
+    flat = segment_document([_text_block(text)], "Doc", SegmentConfig(detect_tables=False))
+    assert all(p.kind == "text" for s in flat for p in s.paragraphs)
+
+
+def test_long_paragraphs_are_cut_into_even_parts_at_sentence_ends():
+    body = " ".join(f"Sentence number {i} says something about the cooling of the cluster." for i in range(12))
+    text = f"1 Intro\n{body}\n2 End\nThe end of the text is here, with one more sentence."
+    sections = segment_document([_text_block(text)], "Doc", SegmentConfig(max_paragraph_chars=300))
+    parts = [p.sentences for p in sections[0].paragraphs]
+    assert [len(s) for s in parts] == [4, 4, 4]
+    assert " ".join(" ".join(s) for s in parts) == body
+    whole = segment_document([_text_block(text)], "Doc", SegmentConfig(max_paragraph_chars=0))
+    assert [len(p.sentences) for p in whole[0].paragraphs] == [12]
