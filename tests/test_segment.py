@@ -4,7 +4,28 @@ from __future__ import annotations
 
 from kohaku.text.clean import document_vocab, fix_small_caps, join_lines, normalize_line
 from kohaku.text.headings import best_chain, match_heading, numbering_step_ok, split_run_in
-from kohaku.text.segment import SegmentConfig, segment_document
+import pytest
+
+from kohaku.text.segment import (
+    Paragraph,
+    Section,
+    SegmentConfig,
+    _context_ok,
+    _continues_heading,
+    _drop_furniture,
+    _Item,
+    _join_first,
+    _merge_short_rows,
+    _next_line,
+    _page_sections,
+    _percentile,
+    _prev_index,
+    _prev_line,
+    _same_title,
+    _starts_paragraph,
+    _title_case_heading,
+    segment_document,
+)
 from kohaku.text.sentences import split_sentences
 
 
@@ -458,3 +479,208 @@ def test_long_paragraphs_are_cut_into_even_parts_at_sentence_ends():
     assert " ".join(" ".join(s) for s in parts) == body
     whole = segment_document([_text_block(text)], "Doc", SegmentConfig(max_paragraph_chars=0))
     assert [len(p.sentences) for p in whole[0].paragraphs] == [12]
+
+
+# ------------------------------------------------------- the segmenter's line rules, one by one
+
+
+def _items(*texts, width=80.0):
+    """Items from texts: "" a blank line, "|" a block break, "#..." a heading, else a line."""
+    out = []
+    for t in texts:
+        if t == "":
+            out.append(_Item("blank"))
+        elif t == "|":
+            out.append(_Item("break"))
+        elif t.startswith("#"):
+            out.append(_Item("heading", text=t[1:]))
+        else:
+            out.append(_Item("line", text=t, width=width))
+    return out
+
+
+LONG_LINE = "We measured the power of every rack in the machine room over a year."
+
+
+@pytest.mark.parametrize(
+    "texts, i, expected",
+    [
+        (("The study ends here.", "Our Measurement Approach", LONG_LINE), 1, True),
+        (("Our Measurement Approach", "", LONG_LINE), 0, True),
+        (("Abcd", LONG_LINE), 0, True),  # four characters are enough
+        (("Abc", LONG_LINE), 0, False),
+        (("A" + "b" * 55, LONG_LINE), 0, True),  # 56 = 0.7 * 80 characters: still short
+        (("A" + "b" * 56, LONG_LINE), 0, False),
+        (("the power of the", "Our Measurement Approach", LONG_LINE), 1, False),  # after an open line
+        (("Our Measurement Approach", "Short line here."), 0, False),  # the next line is short
+        (("Our Measurement Approach", "W" + "e" * 47), 0, True),  # 48 = 0.6 * 80: long enough
+        (("Our Measurement Approach", LONG_LINE.lower()), 0, False),
+        (("Our Measurement Approach",), 0, False),
+        (("Our Measurement Approach", "#Other"), 0, False),
+        (("Our Measurement Approach.", LONG_LINE), 0, False),
+        (("Our Measurement Approach:", LONG_LINE), 0, False),
+        (("Our Measurement Approach;", LONG_LINE), 0, False),
+        (("Our Measurement Approach,", LONG_LINE), 0, False),
+        (("Our Measurement Approach -", LONG_LINE), 0, False),
+        (("Figure 3 Power Draw", LONG_LINE), 0, False),  # a caption
+        (("Results For 2019 2020 2021", LONG_LINE), 0, False),  # mostly numbers
+        (("AB CD EF GH", LONG_LINE), 0, False),  # no lower-case word
+        (("Our Measurement Approach", "Month 120 135 190 140 150 160 170 180 190 200 210 220"), 0, False),
+    ],
+)
+def test_title_case_heading_rule(texts, i, expected):
+    assert _title_case_heading(_items(*texts), i) is expected
+
+
+BODY = "Training takes most of the energy, but inference adds up over many requests."
+
+
+@pytest.mark.parametrize(
+    "title, nxt, after, expected",
+    [
+        ("2 Energy Use of the Training and", "Inference Phases", BODY, True),  # ends in a joining word
+        ("2 Energy Use of the Training,", "Inference Phases", BODY, True),
+        ("2 Energy Use of Training &", "Inference", BODY, True),
+        ("2 Energy Use of Training -", "Inference", BODY, True),
+        ("3 RESULTS OF THE", "MEASUREMENT CAMPAIGN", BODY, True),  # capitals go on in capitals
+        ("3 RESULTS OF THE", "Measurement Campaign", BODY, False),
+        ("2 A Rather Long Heading About The Energy", "Inference Phases", BODY, True),  # a long first line
+        ("2 A Rather Long Heading About The Energy", "Inference Phases", BODY.lower(), False),
+        ("2 Short", "Inference Phases", BODY, False),
+        ("2 Energy Use of the", "Inference Phases.", BODY, False),  # a sentence
+        ("2 Energy Use of the", "Inference Phases,", BODY, False),
+        ("2 Energy Use of the", "one two three four five six seven eight", BODY, False),  # eight words
+        ("2 Energy Use of the", "one two three four five six seven", BODY, True),
+        ("2 Energy Use of the", "x" * 61, BODY, False),
+        ("2 Energy Use of the", "x" * 60, BODY, True),
+        ("2 Energy Use of the", "3.1 Setup", BODY, False),  # a heading of its own
+        ("2 Energy Use of the", "INFERENCE PHASES", BODY, True),  # capitals are no heading of their own
+        ("2 Energy Use of the", "Table 2: Power", BODY, False),
+        ("2 Energy Use of the", "2019 2020 2021 data", BODY, False),
+        ("2 Energy Use of the", "(Inference) Phases", BODY, False),
+        ("2 Energy Use of the", "Abstract: We study it", BODY, False),
+    ],
+)
+def test_continues_heading_rule(title, nxt, after, expected):
+    assert _continues_heading(title, _items("#h", nxt, after), 1, 80.0) is expected
+
+
+@pytest.mark.parametrize(
+    "prev, strict, expected",
+    [
+        ("This line ends a sentence.", True, True),
+        ("this line goes on in the", True, False),
+        ("this line goes on in the", False, False),  # a joining word
+        ("this line goes on here", False, True),  # only strict reads any lower-case end as open
+        ("this line goes on here", True, False),
+        *[(f"a list of things{end}", False, False) for end in (",", ";", " (", " -", " –", " &")],
+    ],
+)
+def test_context_ok_rule(prev, strict, expected):
+    items = _items(prev, "2 Method")
+    assert _context_ok(items, 1, {}, strict) is expected
+    assert _context_ok(_items("", prev, "|", "2 Method"), 3, {}, strict) is expected  # blanks skipped
+    assert _context_ok(items, 1, {0: None}, strict) is True  # after a heading line
+    assert _context_ok(_items("#Title", "2 Method"), 1, {}, strict) is True
+    assert _context_ok(items, 0, {}, strict) is True  # nothing before
+
+
+def _para_items(prev, cur, prev_indent=0, cur_indent=0):
+    return _Item("line", text=prev, indent=prev_indent, width=80.0), _Item("line", text=cur, indent=cur_indent, width=80.0)
+
+
+SHORT_END = "A short line that ends."  # < 0.75 * 80
+LONG_END = "A long line that ends a sentence after many words of text on the page."  # > 0.75 * 80
+
+
+@pytest.mark.parametrize(
+    "prev, cur, indents, expected",
+    [
+        (LONG_END, "• a bullet", (0, 0), True),
+        ("mid sentence and", "• a bullet", (0, 0), True),
+        (LONG_END, "(1) First item", (0, 0), True),
+        ("the items are;", "(a) next item", (0, 0), True),
+        ("mid sentence and", "(1) first item", (0, 0), False),
+        (LONG_END, "Next sentence", (0, 2), True),  # indented after a sentence end
+        (LONG_END, "Next sentence", (0, 1), False),
+        (LONG_END, "Next sentence", (2, 3), False),
+        ("mid sentence and", "Next words", (0, 2), False),
+        (LONG_END, "next words", (0, 2), False),
+        (SHORT_END, "Next sentence", (0, 0), True),  # a short line ending a sentence
+        (SHORT_END, "“Quoted” text", (0, 0), True),
+        (SHORT_END, "[12] showed", (0, 0), True),
+        (SHORT_END, "2019 was hot", (0, 0), True),
+        (SHORT_END, "next words", (0, 0), False),
+        (LONG_END, "Next sentence", (0, 0), False),
+        ("A short line that goes", "Next sentence", (0, 0), False),
+        ("a" * 54 + " end.", "Next", (0, 0), True),  # 59 characters: short (< 0.75 * 80)
+        ("a" * 55 + " end.", "Next", (0, 0), False),  # 60: long
+    ],
+)
+def test_starts_paragraph_rule(prev, cur, indents, expected):
+    assert _starts_paragraph(*_para_items(prev, cur, *indents)) is expected
+
+
+def test_neighbour_lines_skip_blanks_and_breaks():
+    items = _items("", "first", "", "|", "second", "")
+    assert _next_line(items, 1) is items[4] and _next_line(items, 4) is None and _next_line(items, 5) is None
+    assert _prev_line(items, 4) is items[1] and _prev_line(items, 1) is None
+    assert _prev_index(items, 4) == 1 and _prev_index(items, 1) == -1 and _prev_index(items, 0) == -1
+
+
+def test_small_helpers():
+    assert _percentile([], 0.8) == 0.0
+    values = list(range(10, 110, 10))
+    assert [_percentile(values, q) for q in (0.0, 0.5, 0.8, 1.0)] == [10.0, 60.0, 80.0, 100.0]
+    assert _percentile([5], 0.8) == 5.0
+    assert _same_title("The Cooling Study 2", "the cooling study 2")
+    assert _same_title("one two three four five", "one two three four")  # 4 of 5 words
+    assert not _same_title("one two three four five", "one two three")
+    assert not _same_title("a b c d e", "a x y z w") and not _same_title("", "") and not _same_title("--", "x")
+    assert _merge_short_rows(["A 1", "B row two", "12345678", "long row here", "x"], 15) == [
+        "A 1; B row two", "12345678", "long row here; x"]
+    assert _merge_short_rows(["abc", "defgh"], 4) == ["abc; defgh"]  # min_chars below 8 is used as it is
+    assert _merge_short_rows(["abcd", "defgh"], 4) == ["abcd", "defgh"]
+    assert _join_first(["Short."], ["Next one.", "Third."], 15) == ["Short. Next one.", "Third."]
+    assert _join_first(["x" * 29], ["b", "c"], 15) == ["x" * 29 + " b", "c"]
+    assert _join_first(["x" * 30], ["b"], 15) == ["x" * 30, "b"]
+    assert _join_first([], ["a"], 15) == ["a"] and _join_first(["a"], [], 15) == ["a"]
+
+
+def test_page_sections_sorted_by_page():
+    p1, p2, p3 = Paragraph("text", 2, text="b"), Paragraph("text", 1, text="a"), Paragraph("text", 2, text="c")
+    pages = _page_sections([Section("S", 1, "heading", paragraphs=[p1, p2]), Section("T", 2, "heading", paragraphs=[p3])])
+    assert [(s.title, s.path, s.page, s.source, [p.text for p in s.paragraphs]) for s in pages] == [
+        ("Page 1", "Page 1", 1, "page", ["a"]), ("Page 2", "Page 2", 2, "page", ["b", "c"])]
+
+
+def _furniture_doc(n_pages, header_pages, header="Journal of Cooling Studies 2024", at=0, lines=8):
+    items = []
+    for page in range(1, n_pages + 1):
+        body = [f"Body line {k} of page {page} about cooling." for k in range(lines)]
+        if page in header_pages:
+            body.insert(at if at >= 0 else len(body) + 1 + at, header)
+        items += [_Item("line", text=t, page=page) for t in body]
+    return items
+
+
+def _kept_header(items, n_pages, header="Journal of Cooling Studies 2024"):
+    return any(it.text == header for it in _drop_furniture(items, n_pages))
+
+
+def test_running_headers_rules():
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}), 4)  # four pages are enough
+    assert _kept_header(_furniture_doc(3, {1, 2, 3}), 3)  # three are not
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3}), 4)  # on three pages of four
+    assert _kept_header(_furniture_doc(4, {1, 2}), 4)
+    assert not _kept_header(_furniture_doc(40, set(range(1, 5))), 40)  # 10 % of 40 pages
+    assert _kept_header(_furniture_doc(40, set(range(1, 4))), 40)
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}, at=2), 4)  # third line from the top
+    assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, at=3), 4)  # fourth: body text
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}, at=-3), 4)  # third from the bottom
+    assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, at=-4), 4)
+    wide = "W" * 150
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header=wide), 4, wide)
+    assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header=wide + "W"), 4, wide + "W")  # too long
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header="ABC 12"), 4, "ABC 12")
+    assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header="AB 12"), 4, "AB 12")  # two letters
