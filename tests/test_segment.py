@@ -684,3 +684,38 @@ def test_running_headers_rules():
     assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header=wide + "W"), 4, wide + "W")  # too long
     assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header="ABC 12"), 4, "ABC 12")
     assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header="AB 12"), 4, "AB 12")  # two letters
+
+
+def test_sentence_goes_on_after_a_figure_and_caps_table_captions_join_their_table():
+    text = (
+        "1 Results\n"
+        "The racks drew more power in the summer months, when the chillers and the\n"
+        "Figure 3: Rack power over the year.\n"
+        "fans worked hardest to keep the machine room cool enough.\n"
+        "TABLE II\n"
+        "ESTIMATED POWER OF THE\n"
+        "COOLING PLANT\n"
+        "January 120 30\n"
+        "\n"
+        "February 118 29\n"
+        "Summer months\n"
+        "July 190 45\n"
+        "August 185 44\n"
+        "The table shows the same pattern for the fans as for the chillers.\n"
+        "2 Outlook\n"
+        "Better chillers would cut the summer peak by a large margin."
+    )
+    # the document title set in a heading font is no section of its own
+    blocks = [{"page": 1, "kind": "heading", "text": "Cooling Power Study", "level": 1}, _text_block(text)]
+    assert _outline(segment_document(blocks, "Cooling Power Study")) == [
+        ("1 Results", "1 Results", 1, "heading", 1, [
+            ("text", 1, False, ["The racks drew more power in the summer months, when the chillers and the fans "
+                                "worked hardest to keep the machine room cool enough."]),
+            ("text", 1, True, ["Figure 3: Rack power over the year."]),
+            ("table", 1, False, ["TABLE II ESTIMATED POWER OF THE COOLING PLANT", "January 120 30",
+                                 "February 118 29", "Summer months", "July 190 45", "August 185 44"]),
+            ("text", 1, False, ["The table shows the same pattern for the fans as for the chillers."]),
+        ]),
+        ("2 Outlook", "2 Outlook", 1, "heading", 1, [
+            ("text", 1, False, ["Better chillers would cut the summer peak by a large margin."])]),
+    ]
