@@ -10,12 +10,17 @@ from kohaku.text.segment import (
     Paragraph,
     Section,
     SegmentConfig,
+    _attach_table_captions,
+    _caps_context_ok,
     _context_ok,
     _continues_heading,
+    _cut_paragraph,
     _drop_furniture,
+    _is_table_row,
     _Item,
     _join_first,
     _merge_short_rows,
+    _merge_tiny,
     _next_line,
     _page_sections,
     _percentile,
@@ -24,6 +29,7 @@ from kohaku.text.segment import (
     _same_title,
     _starts_paragraph,
     _title_case_heading,
+    heading_sections,
     segment_document,
 )
 from kohaku.text.sentences import split_sentences
@@ -719,3 +725,119 @@ def test_sentence_goes_on_after_a_figure_and_caps_table_captions_join_their_tabl
         ("2 Outlook", "2 Outlook", 1, "heading", 1, [
             ("text", 1, False, ["Better chillers would cut the summer peak by a large margin."])]),
     ]
+
+
+@pytest.mark.parametrize(
+    "texts, i, expected",
+    [
+        (("Some text ends here.", "COOLING PLANT DESIGN", LONG_LINE), 1, True),
+        (("Some text ends here.", "COOLING PLANT DESIGN", "", "|", LONG_LINE), 1, True),
+        (("COOLING PLANT DESIGN", LONG_LINE), 0, True),
+        (("THE END OF IT.", "COOLING PLANT DESIGN", LONG_LINE), 1, True),  # capitals ending a sentence
+        (("Intro text.", "COOLING PLANT DESIGN", "#Heading"), 1, True),
+        (("Some text ends here.", "COOLING PLANT DESIGN"), 1, False),  # nothing after it
+        (("TABLE IV", "COOLING PLANT DESIGN", LONG_LINE), 1, False),  # the title of an IEEE table
+        (("TABLE IV", "ESTIMATED COST OF", "COOLING PLANT DESIGN", LONG_LINE), 2, False),
+        (("TABLE IV", "ESTIMATED COST OF", "THE BIG", "COOLING PLANT DESIGN", LONG_LINE), 3, False),
+        (("TABLE IV", "ESTIMATED COST OF", "THE BIG", "OLD", "COOLING PLANT DESIGN", LONG_LINE), 4, True),  # too far
+        (("lower text", "TABLE IV", "COOLING PLANT DESIGN", LONG_LINE), 2, False),
+        (("A TITLE PAGE IN CAPITALS", "COOLING PLANT DESIGN", LONG_LINE), 1, False),
+        (("Intro text.", "COOLING PLANT DESIGN", "Month 120 135 190 140"), 1, False),  # a table header
+    ],
+)
+def test_caps_heading_context_rule(texts, i, expected):
+    assert _caps_context_ok(_items(*texts), i) is expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("January 120 1.21", True), ("Rack 12", True), ("Rack 12.", True),  # mostly numbers
+        ("1 " * 80, True), ("1 " * 80 + "1", False),  # 160 characters at most
+        ("a b c d e f g h 5 6", True), ("a b c d e f g h i 1", False),  # ten tokens, 15 % numbers
+        ("a b c d e f g h i j 1", False), ("w w w w w 5", True), ("w w w w w 5.", False), ("", False),
+        ("The chillers were replaced.", False),
+    ],
+)
+def test_table_row_rule(text, expected):
+    assert _is_table_row(text) is expected
+
+
+def _para(text, kind="text", caption=False, sentences=None):
+    return Paragraph(kind, 1, text=text, sentences=[text] if sentences is None else sentences, caption=caption)
+
+
+def _shown(paragraphs):
+    return [(p.kind, p.caption, p.text, p.sentences) for p in paragraphs]
+
+
+LONG_PARA = "A paragraph that is long enough to stand alone here."
+
+
+def test_merge_tiny_paragraphs():
+    assert _shown(_merge_tiny([_para("Tiny one."), _para(LONG_PARA)], 40, 15)) == [
+        ("text", False, f"Tiny one. {LONG_PARA}", [f"Tiny one. {LONG_PARA}"])]
+    assert _shown(_merge_tiny([_para("Tiny one."), _para("T1 2 3", "table"), _para(LONG_PARA)], 40, 15)) == [
+        ("text", False, "Tiny one.", ["Tiny one."]), ("table", False, "T1 2 3", ["T1 2 3"]),
+        ("text", False, LONG_PARA, [LONG_PARA])]
+    assert _shown(_merge_tiny([_para(LONG_PARA), _para("Tiny end.")], 40, 15)) == [
+        ("text", False, f"{LONG_PARA} Tiny end.", [f"{LONG_PARA} Tiny end."])]  # at the end: into the previous
+    assert _shown(_merge_tiny([_para(LONG_PARA), _para("Fig. 1", caption=True), _para("Tiny end.")], 40, 15)) == [
+        ("text", False, LONG_PARA, [LONG_PARA]), ("text", True, "Fig. 1", ["Fig. 1"]),
+        ("text", False, "Tiny end.", ["Tiny end."])]  # never into a caption, nor across one
+    assert _shown(_merge_tiny([_para("Tiny end.")], 40, 15)) == [("text", False, "Tiny end.", ["Tiny end."])]
+    two = _merge_tiny([_para("Short one.", sentences=["Short one."]), _para(LONG_PARA, sentences=["A b.", "C d."])], 40, 15)
+    assert _shown(two) == [("text", False, f"Short one. {LONG_PARA}", ["Short one. A b.", "C d."])]
+
+
+def test_table_captions_join_the_table_before_or_after():
+    def table(*rows):
+        return Paragraph("table", 1, text="\n".join(rows), sentences=list(rows))
+
+    joined = ("table", False, "Table 1: Power.\na 1\nb 2", ["Table 1: Power.", "a 1", "b 2"])
+    assert _shown(_attach_table_captions([_para("Table 1: Power.", caption=True), table("a 1", "b 2")])) == [joined]
+    assert _shown(_attach_table_captions([table("a 1", "b 2"), _para("Table 1: Power.", caption=True)])) == [joined]
+    # between two tables a caption belongs to the one after it
+    assert _shown(_attach_table_captions([table("a 1"), _para("Table 2: Power.", caption=True), table("c 3")])) == [
+        ("table", False, "a 1", ["a 1"]), ("table", False, "Table 2: Power.\nc 3", ["Table 2: Power.", "c 3"])]
+    for kept in ([_para("Figure 1: Power.", caption=True), table("a 1")],
+                 [_para("Table 1: Power."), table("a 1")],  # not a caption
+                 [_para("Table 1: Power.", caption=True), _para("text after")]):
+        assert _shown(_attach_table_captions(list(kept))) == _shown(kept)
+
+
+def test_cut_paragraph_parts():
+    sentences = [f"Sentence {i} " + "x" * (10 + 7 * i) + "." for i in range(6)]  # 22 ... 57 characters
+    sizes = lambda parts: [[len(s) for s in part] for part in parts]  # noqa: E731
+    assert sizes(_cut_paragraph(sentences, 100)) == [[22, 29, 36], [43, 50], [57]]
+    assert sizes(_cut_paragraph(sentences, 200)) == [[22, 29, 36, 43], [50, 57]]
+    assert _cut_paragraph(sentences, 243) == [sentences]  # 243 with the spaces: fits
+    assert sizes(_cut_paragraph(sentences, 242)) == [[22, 29, 36, 43], [50, 57]]
+    assert _cut_paragraph(["one " * 100], 10) == [["one " * 100]]  # one sentence is never cut
+    assert _cut_paragraph(sentences[:2], 1) == [[sentences[0]], [sentences[1]]]
+    assert _cut_paragraph(sentences, 0) == [sentences]
+
+
+def test_page_fallback_needs_two_heading_sections():
+    first = "1 Intro\nThe text of the first section is here and it is long enough."
+    second = "2 End\nThe text of the second section is here and it is long enough too."
+    both = segment_document([_text_block(f"{first}\n{second}")], "D")
+    assert [s.title for s in both] == ["1 Intro", "2 End"] and heading_sections(both) == 2
+    blocks = [_text_block(first), _text_block("More text on page two that is long enough to stand.", 2)]
+    assert [(s.title, s.page) for s in segment_document(blocks, "D")] == [("Page 1", 1), ("Page 2", 2)]
+    kept = segment_document(blocks, "D", SegmentConfig(page_fallback=False))
+    assert [s.title for s in kept] == ["1 Intro"] and heading_sections(kept) == 1
+
+
+def test_hyphen_evidence_comes_from_the_text_blocks():
+    blocks = [_text_block("1 Intro\nThe chips are energy-efficient by design, and the\nvery energy-\nefficient "
+                          "chips draw less power in every test.")]
+    text = segment_document(blocks, "D", SegmentConfig(page_fallback=False))[0].paragraphs[0].text
+    assert "very energy-efficient chips" in text
+    no_evidence = [_text_block("1 Intro\nThe chips are built by design, and the\nvery energy-\nefficient chips "
+                               "draw less power in every test.")]
+    text = segment_document(no_evidence, "D", SegmentConfig(page_fallback=False))[0].paragraphs[0].text
+    assert "very energyefficient chips" in text  # no evidence of the hyphenated word: a line break
+    caption = {"page": 1, "kind": "caption", "text": "energy-efficient"}  # only text blocks are evidence
+    text = segment_document(no_evidence + [caption], "D", SegmentConfig(page_fallback=False))[0].paragraphs[0].text
+    assert "very energyefficient chips" in text
