@@ -841,3 +841,20 @@ def test_hyphen_evidence_comes_from_the_text_blocks():
     caption = {"page": 1, "kind": "caption", "text": "energy-efficient"}  # only text blocks are evidence
     text = segment_document(no_evidence + [caption], "D", SegmentConfig(page_fallback=False))[0].paragraphs[0].text
     assert "very energyefficient chips" in text
+
+
+def test_a_known_section_name_wins_a_numbering_tie():
+    # two lines numbered 1: "Introduction" (a known name) is the heading, the other one is text,
+    # whether it comes after it (a footnote) or before it (an affiliation)
+    footnote = (
+        "1 Introduction\n"
+        "We study the energy use of the cooling plant of a large cluster.\n"
+        "1 Data from the operator of the cluster\n"
+        "The operator shared one year of meter readings with us for this work.\n"
+        "2 Method\n"
+        "We logged the power of every rack at one minute intervals all year."
+    )
+    assert [s.title for s in segment_document([_text_block(footnote)], "D")] == ["1 Introduction", "2 Method"]
+    lines = footnote.split("\n")
+    affiliation = "\n".join(lines[2:4] + lines[:2] + lines[4:])
+    assert [s.title for s in segment_document([_text_block(affiliation)], "D")] == ["D", "1 Introduction", "2 Method"]
