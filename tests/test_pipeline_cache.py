@@ -358,3 +358,45 @@ def test_atomic_write_uses_a_hidden_unique_sibling(tmp_path):
     atomic_write(tmp_path / "a.json", lambda tmp: (seen.append(tmp), tmp.write_text("y")))
     assert all(t.parent == tmp_path and t.name.startswith(f".a.json.{os.getpid()}-") for t in seen)
     assert all(t.name.endswith(".tmp") for t in seen) and seen[0] != seen[1]
+
+
+def test_atomic_write_that_fails_before_writing_raises_its_own_error(tmp_path):
+    from kohaku.artifacts import atomic_write
+
+    def fail(tmp):
+        raise OSError("no space left")
+
+    with pytest.raises(OSError, match="no space left"):  # not the FileNotFoundError of the cleanup
+        atomic_write(tmp_path / "a.json", fail)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_store_in_a_new_folder_and_manifest_values_as_text(tmp_path):
+    store = ArtifactStore(tmp_path / "new" / "cache")  # made on first use, parents included
+    tmp = store.scratch("s", "k")
+    (tmp / "a.txt").write_text("a")
+    art = store.commit("s", "k", tmp, {"source": tmp_path / "data.csv"})
+    assert json.loads((art.path / "manifest.json").read_text())["source"] == str(tmp_path / "data.csv")
+    assert store.load("s", "k").manifest["source"] == str(tmp_path / "data.csv")
+
+
+def test_lock_error_message_in_full(tmp_path, monkeypatch):
+    import errno
+
+    from kohaku import artifacts
+    from kohaku.artifacts import CacheLockError
+
+    def flock(handle, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(artifacts.fcntl, "flock", flock)
+    root = tmp_path / "cache"
+    with pytest.raises(CacheLockError) as info, ArtifactStore(root).lock("embed", "k1"):
+        pass
+    assert str(info.value) == (
+        f"cache.dir={root}: file locking (flock) does not work there (No locks available on "
+        f"{root / '.locks' / 'embed-k1.lock'}). Sweep points sharing this cache would compute the same artifact "
+        "twice or race. Put cache.dir on a filesystem with working flock (a local disk for one machine; for several "
+        "nodes shared storage whose flock works across nodes, e.g. NFSv4, or Lustre mounted with -o flock), or set "
+        "cache.locking=warn if only one process at a time uses this cache."
+    )
