@@ -340,12 +340,13 @@ def test_discard_and_clean_scratch(tmp_path):
     _commit(store, "k", "v")
     store.discard("s", "k")
     assert list((tmp_path / "s").iterdir()) == []
-    old, new = store.scratch("s", "a"), store.scratch("s", "b")
+    old, older, new = store.scratch("s", "a"), store.scratch("s", "b"), store.scratch("s", "c")
     (old / "part.txt").write_text("left by a crash")
     os.utime(old, (time.time() - 7200, time.time() - 7200))
+    os.utime(older, (0, 0))
     (tmp_path / "s" / "kept").mkdir()
     os.utime(tmp_path / "s" / "kept", (0, 0))  # an old artifact folder is no scratch
-    assert store.clean_scratch(max_age_s=3600) == 1
+    assert store.clean_scratch(max_age_s=3600) == 2
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == sorted([new.name, "kept"])
     assert store.clean_scratch() == 0  # the default age is a day
 
@@ -400,3 +401,14 @@ def test_lock_error_message_in_full(tmp_path, monkeypatch):
         "nodes shared storage whose flock works across nodes, e.g. NFSv4, or Lustre mounted with -o flock), or set "
         "cache.locking=warn if only one process at a time uses this cache."
     )
+
+
+def test_store_arguments_and_a_manifest_without_files(tmp_path):
+    with pytest.raises(ValueError) as info:
+        ArtifactStore(tmp_path, locking="maybe")
+    assert str(info.value) == "cache.locking='maybe': use one of required, warn"
+    folder = tmp_path / "st" / "k"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text('{"key": "k"}')  # lists no files: nothing to check
+    art = ArtifactStore(tmp_path).load("st", "k")
+    assert (art.stage, art.key, art.path, art.manifest) == ("st", "k", folder, {"key": "k"})
