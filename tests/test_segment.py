@@ -858,3 +858,40 @@ def test_a_known_section_name_wins_a_numbering_tie():
     lines = footnote.split("\n")
     affiliation = "\n".join(lines[2:4] + lines[:2] + lines[4:])
     assert [s.title for s in segment_document([_text_block(affiliation)], "D")] == ["D", "1 Introduction", "2 Method"]
+
+
+def test_contents_lines_that_look_like_headings_are_dropped():
+    text = (
+        "Contents\n1 Introduction\n2 Background\n3 Method\n4 Results\n"
+        "Abstract\nWe measure the cooling of a cluster over one year of operation.\n"
+        "1 Introduction\nLarge models need large clusters, and large clusters need a lot of cooling.\n"
+        "2 Background\nEarlier work measured single servers rather than whole machine rooms."
+    )
+    sections = segment_document([_text_block(text)], "D")
+    assert [(s.title, [p.text for p in s.paragraphs]) for s in sections] == [
+        ("Contents", ["1 Introduction\n2 Background\n3 Method\n4 Results"]),
+        ("Abstract", ["We measure the cooling of a cluster over one year of operation."]),
+        ("1 Introduction", ["Large models need large clusters, and large clusters need a lot of cooling."]),
+        ("2 Background", ["Earlier work measured single servers rather than whole machine rooms."]),
+    ]
+
+
+def test_windows_line_ends_indentation_and_caption_blocks():
+    blocks = [
+        {"text": "1 Intro\nThe chillers ran all year in the machine room of the cluster, and the fans\r\nran with "
+                 "them for most of the hours of the whole year of the study.\nThe meters logged the power of every "
+                 "rack at one minute intervals for a year.\n   An indented line starts a new paragraph after a "
+                 "sentence end here."},  # no kind, no page: a text block on page 1
+        {"kind": "caption", "text": "Power over the year."},  # a caption block, whatever its words
+        {"page": 2, "text": "2 End\nThe end of the text is here, with one more sentence."},
+    ]
+    assert _outline(segment_document(blocks, "D")) == [
+        ("1 Intro", "1 Intro", 1, "heading", 1, [
+            ("text", 1, False, ["The chillers ran all year in the machine room of the cluster, and the fans ran with "
+                                "them for most of the hours of the whole year of the study.",
+                                "The meters logged the power of every rack at one minute intervals for a year."]),
+            ("text", 1, False, ["An indented line starts a new paragraph after a sentence end here."]),
+            ("text", 1, True, ["Power over the year."]),
+        ]),
+        ("2 End", "2 End", 1, "heading", 2, [("text", 2, False, ["The end of the text is here, with one more sentence."])]),
+    ]
