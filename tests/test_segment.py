@@ -16,6 +16,7 @@ from kohaku.text.segment import (
     _continues_heading,
     _cut_paragraph,
     _drop_furniture,
+    _footnote_end,
     _is_table_row,
     _Item,
     _join_first,
@@ -895,3 +896,32 @@ def test_windows_line_ends_indentation_and_caption_blocks():
         ]),
         ("2 End", "2 End", 1, "heading", 2, [("text", 2, False, ["The end of the text is here, with one more sentence."])]),
     ]
+
+
+OPEN_LINE = "the energy use grew by a third in the year of the"
+GOES_ON = "study, mostly in summer."
+
+
+@pytest.mark.parametrize(
+    "before, lines, expected",
+    [
+        ((OPEN_LINE,), ("1 See the yearly report.", GOES_ON), 1),
+        ((OPEN_LINE,), ("1 See the yearly report of the", "operator for details.", "", "2 Measured at the units.", "|",
+                        GOES_ON), 4),  # two notes, one of two lines; blanks and breaks between
+        ((OPEN_LINE, "", "|"), ("1 See the yearly report.", GOES_ON), 1),  # blanks before the notes skipped
+        ((OPEN_LINE,), ("1 See the", "", "yearly report.", GOES_ON), 3),
+        ((OPEN_LINE,), ("1 See the", "yearly", "report of", "the operator.", GOES_ON), 4),  # four lines at most
+        ((OPEN_LINE,), ("1 See the", "yearly", "report of", "the operator", "today.", GOES_ON), 0),
+        ((OPEN_LINE,), tuple(f"{n} Note number {n} ends here." for n in range(1, 7)) + (GOES_ON,), 6),  # six notes
+        ((OPEN_LINE,), tuple(f"{n} Note number {n} ends here." for n in range(1, 8)) + (GOES_ON,), 0),
+        ((), ("1 See the yearly report.", GOES_ON), 0),  # nothing before
+        (("#Head",), ("1 See the yearly report.", GOES_ON), 0),
+        (("The sentence ends.",), ("1 See the yearly report.", GOES_ON), 0),
+        ((OPEN_LINE,), ("1 See the", "#Head", "report.", GOES_ON), 0),
+        ((OPEN_LINE,), ("1 See the yearly report.", "#Head"), 0),
+        ((OPEN_LINE,), ("1 See the yearly report.",), 0),
+        ((OPEN_LINE,), ("1 See the yearly report.", "Study results follow."), 0),  # no lower-case text after
+    ],
+)
+def test_footnote_end_rule(before, lines, expected):
+    assert _footnote_end(_items(*lines), 0, _items(*before)) == expected
