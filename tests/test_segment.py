@@ -925,3 +925,34 @@ GOES_ON = "study, mostly in summer."
 )
 def test_footnote_end_rule(before, lines, expected):
     assert _footnote_end(_items(*lines), 0, _items(*before)) == expected
+
+
+def test_paragraphs_across_blank_lines_and_pages():
+    page1 = (
+        "1 Method\n"
+        "we logged the power of every rack at one minute intervals over the year.\n"  # lower case after a heading
+        "The racks drew more power in the summer months when the chillers and the\n"
+        "\n"  # a blank line inside a sentence
+        "fans worked hardest to keep the machine room cool enough for the racks.\n"
+        "The first paragraph of the section ends here with a full stop.\n"
+        "\n"
+        "and a paragraph that starts in lower case after a blank line goes on here.\n"
+        "The power was measured by the"
+    )
+    page2 = ("NVIDIA tools that ship with the driver of every GPU in the cluster.\n"  # the sentence goes on
+             "2 End\nThe end of the text is here, with one more sentence.")
+    assert _outline(segment_document([_text_block(page1, 1), _text_block(page2, 2)], "D")) == [
+        ("1 Method", "1 Method", 1, "heading", 1, [
+            ("text", 1, False, [
+                "we logged the power of every rack at one minute intervals over the year.",
+                "The racks drew more power in the summer months when the chillers and the fans worked hardest to "
+                "keep the machine room cool enough for the racks.",
+                "The first paragraph of the section ends here with a full stop."]),
+            ("text", 1, False, [
+                "and a paragraph that starts in lower case after a blank line goes on here.",
+                "The power was measured by the NVIDIA tools that ship with the driver of every GPU in the cluster."]),
+        ]),
+        ("2 End", "2 End", 1, "heading", 2, [("text", 2, False, ["The end of the text is here, with one more sentence."])]),
+    ]
+    front = segment_document([_text_block(RAW_PAPER)], "T")[0]
+    assert (front.title, front.page, front.source, front.level, front.path) == ("T", 1, "front", 1, "T")
