@@ -956,3 +956,19 @@ def test_paragraphs_across_blank_lines_and_pages():
     ]
     front = segment_document([_text_block(RAW_PAPER)], "T")[0]
     assert (front.title, front.page, front.source, front.level, front.path) == ("T", 1, "front", 1, "T")
+
+
+def test_run_in_heading_on_a_later_page():
+    text = ("Abstract: We study the cooling of a cluster.\n"
+            "The cooling overhead was largest in the summer months of the year and smallest in winter.\n"
+            "1 Introduction\nLarge models need large clusters, and large clusters need a lot of cooling.\n"
+            "2 Method\nWe logged the power of every rack at one minute intervals all year.")
+    assert _outline(segment_document([_text_block(text, 3)], "D")) == [
+        ("Abstract", "Abstract", 1, "heading", 3, [("text", 3, False, [
+            "We study the cooling of a cluster.",
+            "The cooling overhead was largest in the summer months of the year and smallest in winter."])]),
+        ("1 Introduction", "1 Introduction", 1, "heading", 3, [("text", 3, False, [
+            "Large models need large clusters, and large clusters need a lot of cooling."])]),
+        ("2 Method", "2 Method", 1, "heading", 3, [("text", 3, False, [
+            "We logged the power of every rack at one minute intervals all year."])]),
+    ]
