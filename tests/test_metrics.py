@@ -517,3 +517,15 @@ def test_score_files_names_the_files(tmp_path: Path) -> None:
         ScoreConfig(variant="kaggle").validate()
     with pytest.raises(MetricError, match="unknown metric variant 'kaggle'; use one of wattbot, wattbot-recall"):
         score_frames(table([]), table([]), "kaggle")
+
+
+@pytest.mark.parametrize("variant", BOTH)
+def test_a_list_of_numbers_never_matches_a_list_with_a_text_item(variant: str) -> None:
+    assert value_ok("[1, 2]", "[1, 'a']", variant) is False
+    assert value_ok("[1, 'a']", "[1, 2]", variant) is False
+
+
+def test_recall_normalisation_keeps_fractions() -> None:
+    assert value_ok("[1.5,2.5]", "1.5-2.5", "wattbot-recall") and not value_ok("[1,2]", "1.5-2.5", "wattbot-recall")
+    assert value_ok("1.5", "0.0015k", "wattbot-recall") and not value_ok("1", "0.0015k", "wattbot-recall")
+    assert not value_ok("XXXX", "", "wattbot-recall")  # an empty submission matches no text
