@@ -280,6 +280,10 @@ def _outline(sections):
     ]
 
 
+def _titles_and_texts(text, title):
+    return [(s.title, [p.text for p in s.paragraphs]) for s in segment_document([_text_block(text)], title)]
+
+
 def test_parsed_blocks_headings_tables_and_captions():
     blocks = [
         {"page": 1, "kind": "heading", "text": "Cooling the\nCluster", "level": 1},
@@ -400,8 +404,7 @@ def test_wrapped_headings_are_joined():
         "MEASUREMENT CAMPAIGN\n"
         "The measurements cover one year of operation of the production cluster."
     )
-    sections = segment_document([_text_block(text)], "Doc")
-    assert [(s.title, [p.text for p in s.paragraphs]) for s in sections] == [
+    assert _titles_and_texts(text, "Doc") == [
         ("1 Introduction", ["We study how much energy the training of large language models takes on GPUs."]),
         ("2 Energy Use of the Training and Inference Phases",
          ["Training takes most of the energy, but inference adds up over many requests."]),
@@ -868,8 +871,7 @@ def test_contents_lines_that_look_like_headings_are_dropped():
         "1 Introduction\nLarge models need large clusters, and large clusters need a lot of cooling.\n"
         "2 Background\nEarlier work measured single servers rather than whole machine rooms."
     )
-    sections = segment_document([_text_block(text)], "D")
-    assert [(s.title, [p.text for p in s.paragraphs]) for s in sections] == [
+    assert _titles_and_texts(text, "D") == [
         ("Contents", ["1 Introduction\n2 Background\n3 Method\n4 Results"]),
         ("Abstract", ["We measure the cooling of a cluster over one year of operation."]),
         ("1 Introduction", ["Large models need large clusters, and large clusters need a lot of cooling."]),
