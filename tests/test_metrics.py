@@ -529,3 +529,8 @@ def test_recall_normalisation_keeps_fractions() -> None:
     assert value_ok("[1.5,2.5]", "1.5-2.5", "wattbot-recall") and not value_ok("[1,2]", "1.5-2.5", "wattbot-recall")
     assert value_ok("1.5", "0.0015k", "wattbot-recall") and not value_ok("1", "0.0015k", "wattbot-recall")
     assert not value_ok("XXXX", "", "wattbot-recall")  # an empty submission matches no text
+
+
+@pytest.mark.parametrize("pred, truth", [("Yes", "1"), ("TRUE", "1"), ("no", "0"), ("False", "0")])
+def test_recall_reads_yes_no_true_false_as_one_and_zero(pred: str, truth: str) -> None:
+    assert value_ok(truth, pred, "wattbot-recall") and not value_ok(truth, pred, "wattbot")
