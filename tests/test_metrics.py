@@ -534,3 +534,60 @@ def test_recall_normalisation_keeps_fractions() -> None:
 @pytest.mark.parametrize("pred, truth", [("Yes", "1"), ("TRUE", "1"), ("no", "0"), ("False", "0")])
 def test_recall_reads_yes_no_true_false_as_one_and_zero(pred: str, truth: str) -> None:
     assert value_ok(truth, pred, "wattbot-recall") and not value_ok(truth, pred, "wattbot")
+
+
+def test_null_cells_are_empty_and_missing_rows_count_against_the_unit() -> None:
+    sol = pl.DataFrame({"id": ["q1", "q2"], "answer_value": ["is_blank", "5"], "answer_unit": ["kWh", "kWh"],
+                        "ref_id": ["is_blank", "['a']"], "explanation": ["e", "e"], "Usage": ["Public", "Public"]})
+    sub = pl.DataFrame({"id": ["q1"], "answer_value": [None], "answer_unit": ["kWh"], "ref_id": [None],
+                        "explanation": ["e"]}, schema={c: pl.String for c in SUB_COLUMNS})
+    r = score_frames(sol, sub)
+    row = r.table.row(0, named=True)
+    # a null cell is an empty one, read as the text 'nan' as pandas does: no abstention
+    assert (row["pred_value"], row["pred_ref"], row["pred_blank"], row["na_ok"]) == ("", "", False, False)
+    assert r.unit == 0.5 and r.table["unit_ok"].to_list() == [True, False]  # the missing q2 has the wrong unit
+    answered = pl.DataFrame({"id": ["q1", "q2"], "answer_value": ["7", "5"], "answer_unit": ["kWh", "kWh"],
+                             "ref_id": ["['a']", "['a']"], "explanation": ["e", "e"]})
+    assert score_frames(sol, answered).per_usage["Public"]["na"] == 0.5  # over all rows: q2 is right
+    assert score_frames(sol, answered, "wattbot-recall").per_usage["Public"]["na"] == 0.0  # NA rows only
+    empty = score_frames(sol, answered.filter(pl.col("id") == "x"), subset=True)
+    assert empty.table.schema["usage"] == pl.String and empty.per_usage == {}
+
+
+SUB_COLUMNS = ["id", "answer_value", "answer_unit", "ref_id", "explanation"]
+
+
+@pytest.mark.parametrize("n, more", [(5, ""), (6, "; ... 1 more")])
+def test_a_group_of_five_issues_is_named_in_full(n: int, more: str) -> None:
+    sol = table([{"id": f"q{i}", "answer_value": "1"} for i in range(n)])
+    sub = table([{"id": f"q{i}", "answer_value": "1", "explanation": ""} for i in range(n)])
+    assert score_frames(sol, sub).warnings[0].endswith(f"row 5 (id 'q4'), column 'explanation': ''{more}")
+
+
+@pytest.mark.parametrize("n, more", [(10, ""), (11, "; ... 1 more")])
+def test_ten_of_everything_are_named_in_full(n: int, more: str) -> None:
+    sol = table([{"id": f"q{i:02d}", "answer_value": "1", "ref_id": "['a'"} for i in range(n)])
+    sub = table([{"id": f"q{i:02d}", "answer_value": "1", "explanation": ""} for i in range(n)]
+                + [{"id": f"x{i:02d}", "answer_value": "1"} for i in range(n)])
+    with pytest.raises(MetricError) as info:
+        score_frames(sol, sub, strict=True)
+    assert str(info.value).endswith(f"(empty explanation){more}; fix them, or score without --strict to get warnings")
+    r = score_frames(sol, sub.head(0))
+    dots = " ..." if more else ""
+    assert r.warnings[0].endswith(", ".join(f"q{i:02d}" for i in range(10)) + dots)  # missing ids
+    extra = [w for w in score_frames(sol, sub).warnings if "not in" in w]
+    assert extra[0].endswith(", ".join(f"x{i:02d}" for i in range(10)) + dots)
+    bad = "; ".join(f"solutions row {i} (id 'q{i - 1:02d}'), column 'ref_id': \"['a'\"" for i in range(1, 6))
+    assert r.warnings[-1] == (f"{n} malformed ref list(s) read as one token each (write them as ['id1','id2']): "
+                              + bad)
+
+
+def test_score_files_uses_its_variant_and_names_both_files(tmp_path: Path) -> None:
+    sol_file, sub_file = tmp_path / "sol.csv", tmp_path / "sub.csv"
+    table([{"id": "q1", "answer_value": "1000"}, {"id": "q1", "answer_value": "1000"}]).write_csv(sol_file)
+    table([{"id": "q1", "answer_value": "about 1k", "explanation": ""}, {"id": "x", "answer_value": "1"}]).write_csv(sub_file)
+    r = score_files(sol_file, sub_file, "wattbot-recall")  # not strict by default: warnings
+    assert r.value == 1.0 and score_files(sol_file, sub_file).value == 0.0
+    assert r.warnings[0].startswith(f"{sub_file}: 1 row(s) with empty explanation")
+    assert r.warnings[1].startswith(f"{sol_file}: 1 row(s) with duplicate id")
+    assert r.warnings[2] == f"1 {sub_file} id(s) not in {sol_file}, ignored: x"
