@@ -128,11 +128,17 @@ def _strip_quotes(text: str) -> str:
 
 def parse_number(text: str) -> tuple[float, bool] | None:
     """Parse one number; returns (value, has_magnitude) or None. Never raises."""
+    num = _number(text)
+    return None if num is None else (num[0], num[1] is not None)
+
+
+def _number(text: str) -> tuple[float, float | None] | None:
+    """(value, the magnitude factor it was multiplied by, None without one) or None."""
     s = _norm_name(str(text)).lower()
     if not s:
         return None
     if s in _BOOLS:
-        return _BOOLS[s], False
+        return _BOOLS[s], None
     for _ in range(3):  # "approximately ~5", "more than about 5"
         stripped = _HEDGE_RE.sub("", s, count=1)
         if stripped == s:
@@ -150,13 +156,14 @@ def parse_number(text: str) -> tuple[float, bool] | None:
     except (ValueError, OverflowError):
         return None
     mag = m.group("mag")
-    if mag:
-        value *= _MAGNITUDE_WORDS.get(mag) or _MAGNITUDE_LETTERS[mag]
+    factor = (_MAGNITUDE_WORDS.get(mag) or _MAGNITUDE_LETTERS[mag]) if mag else None
+    if factor:
+        value *= factor
     if not math.isfinite(value):
         return None
     if value == 0:
         value = 0.0  # no "-0"
-    return value, bool(mag)
+    return value, factor
 
 
 def _parse_range(s: str) -> tuple[float, float] | None:
@@ -165,15 +172,12 @@ def _parse_range(s: str) -> tuple[float, float] | None:
         m = pattern.match(low)
         if not m:
             continue
-        a, b = parse_number(m.group("a")), parse_number(m.group("b"))
+        a, b = _number(m.group("a")), _number(m.group("b"))
         if a is None or b is None:
             continue
         (x, xmag), (y, ymag) = a, b
         if ymag and not xmag:  # "1-2 million": the magnitude applies to both ends
-            mb = _NUMBER_RE.match(_HEDGE_RE.sub("", _strip_quotes(m.group("b").strip())))
-            mag = mb.group("mag") if mb else None
-            if mag:
-                x *= _MAGNITUDE_WORDS.get(mag) or _MAGNITUDE_LETTERS[mag]
+            x *= ymag
         return (min(x, y), max(x, y))
     return None
 

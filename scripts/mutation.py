@@ -21,6 +21,8 @@ full run and why each remaining survivor is equivalent.
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import importlib.util
 import json
 import logging
@@ -43,7 +45,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "voting": ("kohaku/voting.py", ["tests/test_vote.py"]),
     "rerank": ("kohaku/retrieval/rerank.py", ["tests/test_rerank.py"]),
     "context": ("kohaku/retrieval/context.py", ["tests/test_context.py"]),
-    "artifacts": ("kohaku/artifacts.py", ["tests/test_pipeline_cache.py"]),
+    "artifacts": ("kohaku/artifacts.py", ["tests/test_pipeline_cache.py", "tests/test_cache_lock.py"]),
     "segment": ("kohaku/text/segment.py", ["tests/test_segment.py"]),
 }
 
@@ -107,9 +109,33 @@ def _scratch(work: Path, target: str, tests: list[str], tests_rev: str | None) -
         _tests_from_rev(work, tests_rev)
 
 
-def _survivor_diffs(work: Path, env: dict, names: list[str]) -> dict[str, str]:
+def _mutant_functions(work: Path, target: str) -> dict[str, str]:
+    """Source of every function in mutmut's mutated copy of ``target``, by name (the original of
+    ``x_f`` is ``x_f__mutmut_orig``, its mutants ``x_f__mutmut_<n>``)."""
+    source = (work / "mutants" / target).read_text(encoding="utf-8")
+    lines = source.splitlines()
+    return {
+        node.name: "\n".join(lines[node.lineno - 1:node.end_lineno])
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+
+
+def _survivor_diffs(work: Path, env: dict, names: list[str], target: str) -> dict[str, str]:
+    """Each mutant's diff against its original function; read from the mutated copy in one pass
+    (``mutmut show`` per mutant costs a second each, minutes for a module with many survivors)."""
+    try:
+        funcs = _mutant_functions(work, target)
+    except (OSError, SyntaxError):
+        funcs = {}
     diffs = {}
     for name in names:
+        short = name.rsplit(".", 1)[-1]
+        orig, mutant = funcs.get(short.rsplit("__mutmut_", 1)[0] + "__mutmut_orig"), funcs.get(short)
+        if orig is not None and mutant is not None:
+            body = [f.split("\n", 1)[-1].splitlines() for f in (orig, mutant)]
+            diffs[name] = "\n".join(difflib.unified_diff(*body, target, f"{target} ({short})", lineterm="", n=1))
+            continue
         out = subprocess.run(
             [sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env, capture_output=True, text=True
         )
@@ -195,7 +221,7 @@ def run_module(name: str, out_dir: Path, max_children: int, keep: bool, tests_re
             "workdir": str(work) if keep else None,
             "seconds": round(seconds, 1),
             "stats": stats,
-            "survivors": _survivor_diffs(work, env, survivors),
+            "survivors": _survivor_diffs(work, env, survivors, target),
             "not_killed_other": others,
         }
         (out_dir / f"{name}{suffix}.json").write_text(json.dumps(result, indent=2), encoding="utf-8")

@@ -377,3 +377,217 @@ def test_evidence_flags() -> None:
 
     assert [_flag(x) for x in ["1", "1.0", "TRUE", " Yes ", "true", "yes"]] == [True] * 6
     assert [_flag(x) for x in ["0", "no", "", None, "2"]] == [False] * 5
+
+
+# ---------------------------------------------------------------------------------------------
+# whole results: every figure and message (pinned by the mutation run, docs/mutation.md)
+
+BAD_CELL = "['d1'"
+BAD_REF_ADVICE = "not a JSON list after ' -> \", so read as ONE id; write ['id1','id2'] without outer quotes"
+
+
+def test_summary_breakdowns_and_table_of_one_scoring() -> None:
+    sol = table([
+        {"id": "q1", "answer_value": "1", "ref_id": "['a'", "Quote": "1", "Table": "yes", "Usage": "Public"},
+        {"id": "q2", "answer_value": "is_blank", "ref_id": "is_blank", "Quote": "0", "Table": "TRUE", "Usage": " "},
+        {"id": "q3", "answer_value": "5", "Quote": "1.0", "Table": "no", "Usage": "Public"},
+    ])
+    sub = table([
+        {"id": "q1", "answer_value": "1", "ref_id": "['a'"},
+        {"id": "q2", "answer_value": "is_blank", "ref_id": "is_blank"},
+        {"id": "q3", "answer_value": "6"},
+    ])
+    r = score_frames(sol, sub, "wattbot-recall")
+    bad_sub = "row 1 (id 'q1'), column 'ref_id': \"['a'\""
+    warnings = [
+        f"submission: 1 row(s) with malformed ref list, scored anyway ({BAD_REF_ADVICE}): {bad_sub}",
+        f"1 malformed ref list(s) read as one token each (write them as ['id1','id2']): solutions {bad_sub}",
+    ]
+    assert r.summary() == {
+        "variant": "wattbot-recall",
+        "score": pytest.approx(0.75),  # 0.75 * 2/3 + 0.15 + 0.10
+        "components": {"value": pytest.approx(2 / 3), "ref": 1.0, "na": 1.0, "unit": 1.0},
+        "weights": {"value": 0.75, "ref": 0.15, "na": 0.10},
+        "n": 3, "n_na": 1, "n_missing": 0, "n_extra": 0, "n_malformed_refs": 2,
+        "per_evidence": {"Quote": {"n": 2, "value": 0.5}, "Table": {"n": 2, "value": 1.0}},
+        "per_usage": {
+            "(none)": {"score": pytest.approx(1.0), "value": 1.0, "ref": 1.0, "na": 1.0, "n": 1},
+            "Public": {"score": pytest.approx(0.625), "value": 0.5, "ref": 1.0, "na": 1.0, "n": 2},
+        },
+        "warnings": warnings,
+        "row_issues": [f"submission: {bad_sub} (malformed ref list: {BAD_REF_ADVICE})"],
+    }
+    assert r.table.columns == [
+        "qid", "truth_value", "truth_ref", "truth_blank", "pred_value", "pred_ref", "pred_blank", "value_ok",
+        "ref_score", "na_ok", "unit_ok", "missing", "ref_malformed", "usage", "Quote", "Table"]
+    assert r.table.row(0) == ("q1", "1", "['a'", False, "1", "['a'", False, True, 1.0, True, True, False, True,
+                              "Public", True, True)
+    assert r.table.row(1) == ("q2", "is_blank", "is_blank", True, "is_blank", "is_blank", True, True, 1.0, True,
+                              True, False, False, "", False, True)
+    assert r.table["value_ok"].to_list() == [True, True, False]
+
+
+def test_long_lists_of_problems_are_cut_in_the_messages() -> None:
+    sol = table([{"id": f"q{i:02d}", "answer_value": str(i)} for i in range(25)])
+    sub = table(
+        [{"id": f"q{i:02d}", "answer_value": str(i), "explanation": "" if i < 7 else "e",
+          "ref_id": "['d1'" if i < 6 else "['d1']"} for i in range(12)]
+        + [{"id": f"x{i:02d}", "answer_value": "1"} for i in range(11)]
+    )
+    r = score_frames(sol, sub)
+
+    def rows(n, column, cell):
+        return "; ".join(f"row {i + 1} (id 'q{i:02d}'), column '{column}': {cell}" for i in range(n))
+
+    assert r.warnings == [
+        "submission: 7 row(s) with empty explanation, scored anyway (every row needs an explanation; write "
+        f"is_blank): {rows(5, 'explanation', repr(''))}; ... 2 more",
+        f"submission: 6 row(s) with malformed ref list, scored anyway ({BAD_REF_ADVICE}): "
+        f"{rows(5, 'ref_id', chr(34) + BAD_CELL + chr(34))}; ... 1 more",
+        "13 solution id(s) missing from submission, scored as wrong (the reference scorers drop them; --subset "
+        "scores that way): " + ", ".join(f"q{i}" for i in range(12, 22)) + " ...",
+        "11 submission id(s) not in solutions, ignored: " + ", ".join(f"x{i:02d}" for i in range(10)) + " ...",
+    ]
+    assert (r.n, r.n_missing, r.n_extra, r.n_malformed_refs) == (25, 13, 11, 6)
+    with pytest.raises(MetricError) as info:
+        score_frames(sol, sub, strict=True)
+    message = str(info.value)
+    assert message.startswith("submission: 13 questionable row(s) refused (--strict): row 1 (id 'q00'), column "
+                              "'explanation': '' (empty explanation); row 1 (id 'q00'), column 'ref_id': ")
+    assert message.endswith("row 5 (id 'q04'), column 'ref_id': \"['d1'\" (malformed ref list); ... 3 more; fix "
+                            "them, or score without --strict to get warnings")
+    assert message.count(" (empty explanation)") == 5 and message.count(" (malformed ref list)") == 5
+
+
+def test_few_problems_are_all_named() -> None:
+    sol = table([{"id": f"q{i}", "answer_value": "1"} for i in range(3)])
+    sub = table([{"id": "q0", "answer_value": "1", "explanation": ""}, {"id": "x", "answer_value": "1"}])
+    r = score_frames(sol, sub)
+    assert r.warnings == [
+        "submission: 1 row(s) with empty explanation, scored anyway (every row needs an explanation; write "
+        "is_blank): row 1 (id 'q0'), column 'explanation': ''",
+        "2 solution id(s) missing from submission, scored as wrong (the reference scorers drop them; --subset "
+        "scores that way): q1, q2",
+        "1 submission id(s) not in solutions, ignored: x",
+    ]
+    with pytest.raises(MetricError) as info:
+        score_frames(sol, sub, strict=True)
+    assert str(info.value) == ("submission: 1 questionable row(s) refused (--strict): row 1 (id 'q0'), column "
+                               "'explanation': '' (empty explanation); fix them, or score without --strict to get "
+                               "warnings")
+
+
+def test_nothing_to_score_and_no_unit_column() -> None:
+    sol = table([{"id": "q1", "answer_value": "1", "Quote": "1"}]).drop("answer_unit")
+    r = score_frames(sol, table([{"id": "q1", "answer_value": "1"}]), subset=True)
+    assert (r.score, r.unit, r.n) == (pytest.approx(1.0), None, 1)
+    assert "unit_ok" in r.table.columns and r.table["unit_ok"].to_list() == [None]
+    empty = score_frames(sol, table([{"id": "x", "answer_value": "1"}]), subset=True)
+    assert (empty.score, empty.value, empty.ref, empty.na, empty.n, empty.n_na) == (0.0, 0.0, 0.0, 0.0, 0, 0)
+    assert empty.per_evidence == {"Quote": {"n": 0, "value": None}} and empty.table.height == 0
+    assert empty.table.schema["value_ok"] == pl.Boolean and empty.table.schema["Quote"] == pl.Boolean
+
+
+def test_score_files_names_the_files(tmp_path: Path) -> None:
+    from kohaku.config import ConfigError
+    from kohaku.csvfile import CsvFileNotFound
+    from kohaku.metrics import ScoreConfig
+
+    sol_file, sub_file = tmp_path / "sol.csv", tmp_path / "sub.csv"
+    table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2"}]).write_csv(sol_file)
+    table([{"id": "q1", "answer_value": "1"}]).write_csv(sub_file)
+    r = score_files(sol_file, sub_file, "wattbot")
+    assert r.warnings == [f"1 solution id(s) missing from {sub_file}, scored as wrong (the reference scorers drop "
+                          "them; --subset scores that way): q2"]
+    assert score_files(sol_file, sub_file, subset=True).score == pytest.approx(1.0)
+    with pytest.raises(CsvFileNotFound, match="nope.csv: CSV file not found"):
+        score_files(sol_file, tmp_path / "nope.csv")
+    bad = tmp_path / "bad.csv"
+    bad.write_text('id,answer_value\n"q1,1\n')
+    with pytest.raises(MetricError, match="bad.csv: cannot parse CSV"):
+        score_files(sol_file, bad)
+    with pytest.raises(MetricError, match="bad.csv: cannot parse CSV"):
+        score_files(bad, sol_file)
+    table([{"id": "q1", "answer_value": "1", "explanation": ""}]).write_csv(sub_file)
+    with pytest.raises(MetricError, match=f"{sub_file}: 1 questionable row"):
+        score_files(sol_file, sub_file, strict=True)
+    ScoreConfig().validate()
+    ScoreConfig(variant="wattbot-recall").validate()
+    with pytest.raises(ConfigError, match="score.variant='kaggle'; use one of wattbot, wattbot-recall"):
+        ScoreConfig(variant="kaggle").validate()
+    with pytest.raises(MetricError, match="unknown metric variant 'kaggle'; use one of wattbot, wattbot-recall"):
+        score_frames(table([]), table([]), "kaggle")
+
+
+@pytest.mark.parametrize("variant", BOTH)
+def test_a_list_of_numbers_never_matches_a_list_with_a_text_item(variant: str) -> None:
+    assert value_ok("[1, 2]", "[1, 'a']", variant) is False
+    assert value_ok("[1, 'a']", "[1, 2]", variant) is False
+
+
+def test_recall_normalisation_keeps_fractions() -> None:
+    assert value_ok("[1.5,2.5]", "1.5-2.5", "wattbot-recall") and not value_ok("[1,2]", "1.5-2.5", "wattbot-recall")
+    assert value_ok("1.5", "0.0015k", "wattbot-recall") and not value_ok("1", "0.0015k", "wattbot-recall")
+    assert not value_ok("XXXX", "", "wattbot-recall")  # an empty submission matches no text
+
+
+@pytest.mark.parametrize("pred, truth", [("Yes", "1"), ("TRUE", "1"), ("no", "0"), ("False", "0")])
+def test_recall_reads_yes_no_true_false_as_one_and_zero(pred: str, truth: str) -> None:
+    assert value_ok(truth, pred, "wattbot-recall") and not value_ok(truth, pred, "wattbot")
+
+
+def test_null_cells_are_empty_and_missing_rows_count_against_the_unit() -> None:
+    sol = pl.DataFrame({"id": ["q1", "q2"], "answer_value": ["is_blank", "5"], "answer_unit": ["kWh", "kWh"],
+                        "ref_id": ["is_blank", "['a']"], "explanation": ["e", "e"], "Usage": ["Public", "Public"]})
+    sub = pl.DataFrame({"id": ["q1"], "answer_value": [None], "answer_unit": ["kWh"], "ref_id": [None],
+                        "explanation": ["e"]}, schema={c: pl.String for c in SUB_COLUMNS})
+    r = score_frames(sol, sub)
+    row = r.table.row(0, named=True)
+    # a null cell is an empty one, read as the text 'nan' as pandas does: no abstention
+    assert (row["pred_value"], row["pred_ref"], row["pred_blank"], row["na_ok"]) == ("", "", False, False)
+    assert r.unit == 0.5 and r.table["unit_ok"].to_list() == [True, False]  # the missing q2 has the wrong unit
+    answered = pl.DataFrame({"id": ["q1", "q2"], "answer_value": ["7", "5"], "answer_unit": ["kWh", "kWh"],
+                             "ref_id": ["['a']", "['a']"], "explanation": ["e", "e"]})
+    assert score_frames(sol, answered).per_usage["Public"]["na"] == 0.5  # over all rows: q2 is right
+    assert score_frames(sol, answered, "wattbot-recall").per_usage["Public"]["na"] == 0.0  # NA rows only
+    empty = score_frames(sol, answered.filter(pl.col("id") == "x"), subset=True)
+    assert empty.table.schema["usage"] == pl.String and empty.per_usage == {}
+
+
+SUB_COLUMNS = ["id", "answer_value", "answer_unit", "ref_id", "explanation"]
+
+
+@pytest.mark.parametrize("n, more", [(5, ""), (6, "; ... 1 more")])
+def test_a_group_of_five_issues_is_named_in_full(n: int, more: str) -> None:
+    sol = table([{"id": f"q{i}", "answer_value": "1"} for i in range(n)])
+    sub = table([{"id": f"q{i}", "answer_value": "1", "explanation": ""} for i in range(n)])
+    assert score_frames(sol, sub).warnings[0].endswith(f"row 5 (id 'q4'), column 'explanation': ''{more}")
+
+
+@pytest.mark.parametrize("n, more", [(10, ""), (11, "; ... 1 more")])
+def test_ten_of_everything_are_named_in_full(n: int, more: str) -> None:
+    sol = table([{"id": f"q{i:02d}", "answer_value": "1", "ref_id": "['a'"} for i in range(n)])
+    sub = table([{"id": f"q{i:02d}", "answer_value": "1", "explanation": ""} for i in range(n)]
+                + [{"id": f"x{i:02d}", "answer_value": "1"} for i in range(n)])
+    with pytest.raises(MetricError) as info:
+        score_frames(sol, sub, strict=True)
+    assert str(info.value).endswith(f"(empty explanation){more}; fix them, or score without --strict to get warnings")
+    r = score_frames(sol, sub.head(0))
+    dots = " ..." if more else ""
+    assert r.warnings[0].endswith(", ".join(f"q{i:02d}" for i in range(10)) + dots)  # missing ids
+    extra = [w for w in score_frames(sol, sub).warnings if "not in" in w]
+    assert extra[0].endswith(", ".join(f"x{i:02d}" for i in range(10)) + dots)
+    bad = "; ".join(f"solutions row {i} (id 'q{i - 1:02d}'), column 'ref_id': \"['a'\"" for i in range(1, 6))
+    assert r.warnings[-1] == (f"{n} malformed ref list(s) read as one token each (write them as ['id1','id2']): "
+                              + bad)
+
+
+def test_score_files_uses_its_variant_and_names_both_files(tmp_path: Path) -> None:
+    sol_file, sub_file = tmp_path / "sol.csv", tmp_path / "sub.csv"
+    table([{"id": "q1", "answer_value": "1000"}, {"id": "q1", "answer_value": "1000"}]).write_csv(sol_file)
+    table([{"id": "q1", "answer_value": "about 1k", "explanation": ""}, {"id": "x", "answer_value": "1"}]).write_csv(sub_file)
+    r = score_files(sol_file, sub_file, "wattbot-recall")  # not strict by default: warnings
+    assert r.value == 1.0 and score_files(sol_file, sub_file).value == 0.0
+    assert r.warnings[0].startswith(f"{sub_file}: 1 row(s) with empty explanation")
+    assert r.warnings[1].startswith(f"{sol_file}: 1 row(s) with duplicate id")
+    assert r.warnings[2] == f"1 {sub_file} id(s) not in {sol_file}, ignored: x"

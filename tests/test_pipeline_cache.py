@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing as mp
+import os
+import socket
+import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.artifacts import ArtifactStore, CorruptArtifact, artifact_key
+from kohaku.artifacts import ArtifactStore, CorruptArtifact, artifact_key, fingerprint_files, sha256_file, stable_json
 from kohaku.config import ConfigError
 from kohaku.pipeline import Registry, run_pipeline
 from kohaku.stage import Stage
@@ -244,3 +248,167 @@ def test_atomic_write_replaces_whole_files_and_cleans_up_on_failure(tmp_path):
         atomic_write(target, half_then_fail)
     assert target.read_text() == "new"                       # the old file is untouched
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # no temporary left behind
+
+
+# ------------------------------------------------------------------ the store itself
+
+
+def test_key_and_its_payload_are_fixed():
+    # keys name folders of shared caches: the same inputs must give the same key in every version
+    assert stable_json({"b": 1, "a": [1, 2.5, Path("p")]}) == '{"a":[1,2.5,"p"],"b":1}'
+    key = artifact_key("s", "1", {"a": 1}, {"up": "k"})
+    assert key == "abcfce5d616d005079d0"
+    assert key == artifact_key("s", "1", {"a": 1}, {"up": "k"}, {})  # no files = empty files
+
+
+def test_fingerprint_files_names_and_hashes(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.txt").write_bytes(b"bee")
+    (tmp_path / "a.txt").write_bytes(b"a" * 10)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_bytes(b"")
+    try:
+        got = fingerprint_files([tmp_path / "sub" / "b.txt", tmp_path / "gone.txt", tmp_path / "a.txt", outside],
+                                root=tmp_path)
+    finally:
+        outside.unlink()
+    assert list(got) == ["a.txt", "gone.txt", "sub/b.txt", str(outside)]  # in path order
+    assert got == {
+        "a.txt": hashlib.sha256(b"a" * 10).hexdigest(),
+        "gone.txt": "<missing>",
+        "sub/b.txt": hashlib.sha256(b"bee").hexdigest(),
+        str(outside): hashlib.sha256(b"").hexdigest(),
+    }
+    assert list(fingerprint_files([tmp_path / "a.txt"])) == [str(tmp_path / "a.txt")]  # no root: as given
+    assert sha256_file(tmp_path / "a.txt", chunk=3) == hashlib.sha256(b"a" * 10).hexdigest()
+
+
+def test_load_refuses_damaged_artifacts_with_the_file_named(tmp_path):
+    store = ArtifactStore(tmp_path)
+    tmp = store.scratch("s", "k")
+    (tmp / "a.txt").write_text("one")
+    art = store.commit("s", "k", tmp, {})
+    (art.path / "a.txt").unlink()
+    with pytest.raises(CorruptArtifact, match=r"a\.txt: listed in the manifest but missing"):
+        store.load("s", "k")
+    assert ArtifactStore(tmp_path, verify=False).load("s", "k").key == "k"  # not checked
+    (art.path / "manifest.json").write_text("{not json")
+    with pytest.raises(CorruptArtifact, match=r"manifest\.json: unreadable manifest"):
+        store.load("s", "k")
+
+
+def test_commit_writes_the_manifest_last_and_complete(tmp_path):
+    store = ArtifactStore(tmp_path)
+    tmp = store.scratch("st", "k1")
+    assert tmp.parent == tmp_path / "st" and tmp.is_dir()
+    assert tmp.name.startswith(f".tmp-k1-{socket.gethostname()}-{os.getpid()}-")
+    (tmp / "sub").mkdir()
+    (tmp / "sub" / "x.txt").write_text("x")
+    (tmp / "t.txt").write_text("t")
+    art = store.commit("st", "k1", tmp, {"extra": 1, "key": "ignored"})
+    files = {"sub/x.txt": hashlib.sha256(b"x").hexdigest(), "t.txt": hashlib.sha256(b"t").hexdigest()}
+    expected = {"extra": 1, "files": files, "key": "k1", "stage": "st"}
+    assert (art.stage, art.key, art.path, art.manifest) == ("st", "k1", tmp_path / "st" / "k1", expected)
+    assert json.loads((art.path / "manifest.json").read_text()) == expected
+    assert sorted(p.name for p in art.path.iterdir()) == ["manifest.json", "sub", "t.txt"]  # no .part left
+    assert store.load("st", "k1").manifest == expected
+
+
+def _commit(store, key, text, **kw):
+    tmp = store.scratch("s", key)
+    (tmp / "v.txt").write_text(text)
+    return store.commit("s", key, tmp, {"text": text}, **kw)
+
+
+def test_commit_keeps_the_first_intact_copy_unless_replacing(tmp_path):
+    store = ArtifactStore(tmp_path)
+    _commit(store, "k", "first")
+    assert _commit(store, "k", "second").manifest["text"] == "first"
+    assert (tmp_path / "s" / "k" / "v.txt").read_text() == "first"
+    assert _commit(store, "k", "third", replace=True).manifest["text"] == "third"
+    assert (tmp_path / "s" / "k" / "v.txt").read_text() == "third"
+    # a damaged copy in the way is replaced
+    (tmp_path / "s" / "k" / "v.txt").write_text("damaged")
+    assert _commit(store, "k", "fourth").manifest["text"] == "fourth"
+    assert store.load("s", "k").manifest["text"] == "fourth"
+    assert [p.name for p in (tmp_path / "s").iterdir()] == ["k"]  # no scratch or trash left
+
+
+def test_discard_and_clean_scratch(tmp_path):
+    store = ArtifactStore(tmp_path)
+    store.discard("s", "absent")  # nothing to do
+    _commit(store, "k", "v")
+    store.discard("s", "k")
+    assert list((tmp_path / "s").iterdir()) == []
+    old, older, new = store.scratch("s", "a"), store.scratch("s", "b"), store.scratch("s", "c")
+    (old / "part.txt").write_text("left by a crash")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    os.utime(older, (0, 0))
+    (tmp_path / "s" / "kept").mkdir()
+    os.utime(tmp_path / "s" / "kept", (0, 0))  # an old artifact folder is no scratch
+    assert store.clean_scratch(max_age_s=3600) == 2
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == sorted([new.name, "kept"])
+    assert store.clean_scratch() == 0  # the default age is a day
+
+
+def test_atomic_write_uses_a_hidden_unique_sibling(tmp_path):
+    from kohaku.artifacts import atomic_write
+
+    seen = []
+    atomic_write(tmp_path / "a.json", lambda tmp: (seen.append(tmp), tmp.write_text("x")))
+    atomic_write(tmp_path / "a.json", lambda tmp: (seen.append(tmp), tmp.write_text("y")))
+    assert all(t.parent == tmp_path and t.name.startswith(f".a.json.{os.getpid()}-") for t in seen)
+    assert all(t.name.endswith(".tmp") for t in seen) and seen[0] != seen[1]
+
+
+def test_atomic_write_that_fails_before_writing_raises_its_own_error(tmp_path):
+    from kohaku.artifacts import atomic_write
+
+    def fail(tmp):
+        raise OSError("no space left")
+
+    with pytest.raises(OSError, match="no space left"):  # not the FileNotFoundError of the cleanup
+        atomic_write(tmp_path / "a.json", fail)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_store_in_a_new_folder_and_manifest_values_as_text(tmp_path):
+    store = ArtifactStore(tmp_path / "new" / "cache")  # made on first use, parents included
+    tmp = store.scratch("s", "k")
+    (tmp / "a.txt").write_text("a")
+    art = store.commit("s", "k", tmp, {"source": tmp_path / "data.csv"})
+    assert json.loads((art.path / "manifest.json").read_text())["source"] == str(tmp_path / "data.csv")
+    assert store.load("s", "k").manifest["source"] == str(tmp_path / "data.csv")
+
+
+def test_lock_error_message_in_full(tmp_path, monkeypatch):
+    import errno
+
+    from kohaku import artifacts
+    from kohaku.artifacts import CacheLockError
+
+    def flock(handle, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(artifacts.fcntl, "flock", flock)
+    root = tmp_path / "cache"
+    with pytest.raises(CacheLockError) as info, ArtifactStore(root).lock("embed", "k1"):
+        pass
+    assert str(info.value) == (
+        f"cache.dir={root}: file locking (flock) does not work there (No locks available on "
+        f"{root / '.locks' / 'embed-k1.lock'}). Sweep points sharing this cache would compute the same artifact "
+        "twice or race. Put cache.dir on a filesystem with working flock (a local disk for one machine; for several "
+        "nodes shared storage whose flock works across nodes, e.g. NFSv4, or Lustre mounted with -o flock), or set "
+        "cache.locking=warn if only one process at a time uses this cache."
+    )
+
+
+def test_store_arguments_and_a_manifest_without_files(tmp_path):
+    with pytest.raises(ValueError) as info:
+        ArtifactStore(tmp_path, locking="maybe")
+    assert str(info.value) == "cache.locking='maybe': use one of required, warn"
+    folder = tmp_path / "st" / "k"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text('{"key": "k"}')  # lists no files: nothing to check
+    art = ArtifactStore(tmp_path).load("st", "k")
+    assert (art.stage, art.key, art.path, art.manifest) == ("st", "k", folder, {"key": "k"})

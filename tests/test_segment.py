@@ -4,7 +4,35 @@ from __future__ import annotations
 
 from kohaku.text.clean import document_vocab, fix_small_caps, join_lines, normalize_line
 from kohaku.text.headings import best_chain, match_heading, numbering_step_ok, split_run_in
-from kohaku.text.segment import SegmentConfig, segment_document
+import pytest
+
+from kohaku.text.segment import (
+    Paragraph,
+    Section,
+    SegmentConfig,
+    _attach_table_captions,
+    _caps_context_ok,
+    _context_ok,
+    _continues_heading,
+    _cut_paragraph,
+    _drop_furniture,
+    _footnote_end,
+    _is_table_row,
+    _Item,
+    _join_first,
+    _merge_short_rows,
+    _merge_tiny,
+    _next_line,
+    _page_sections,
+    _percentile,
+    _prev_index,
+    _prev_line,
+    _same_title,
+    _starts_paragraph,
+    _title_case_heading,
+    heading_sections,
+    segment_document,
+)
 from kohaku.text.sentences import split_sentences
 
 
@@ -238,4 +266,711 @@ def test_segmentation_is_deterministic():
     b = segment_document([_text_block(RAW_PAPER)], "T", SegmentConfig())
     assert [(s.title, [p.sentences for p in s.paragraphs]) for s in a] == [
         (s.title, [p.sentences for p in s.paragraphs]) for s in b
+    ]
+
+
+# ------------------------------------------------- whole documents, every field pinned
+
+
+def _outline(sections):
+    """(title, path, level, source, page, [(kind, page, caption, sentences)]) per section."""
+    return [
+        (s.title, s.path, s.level, s.source, s.page, [(p.kind, p.page, p.caption, p.sentences) for p in s.paragraphs])
+        for s in sections
+    ]
+
+
+def _titles_and_texts(text, title):
+    return [(s.title, [p.text for p in s.paragraphs]) for s in segment_document([_text_block(text)], title)]
+
+
+def test_parsed_blocks_headings_tables_and_captions():
+    blocks = [
+        {"page": 1, "kind": "heading", "text": "Cooling the\nCluster", "level": 1},
+        {"page": 1, "text": "Data centres need cooling all year, and the chillers run\r\nfor most of the hours of "
+                            "the year.\r\rThe fans also draw power, and more of it in the summer."},
+        {"kind": "heading", "text": "Measured Power", "level": 2, "page": 2},
+        {"page": 2, "kind": "caption", "text": "Table 1: Power by month\n"},
+        {"page": 2, "kind": "table", "text": "Month kW\nJanuary 120\n\nJuly 190"},
+        {"page": 2, "kind": "caption", "text": "Figure 1: The chillers\non the roof."},
+        {"page": 2, "kind": "text", "text": "The table shows that summer costs more power than winter does."},
+        {"kind": "heading", "text": "Outlook", "level": None, "page": 3},
+        {"text": "Better chillers would help a great deal in the summer months.", "page": 3},  # no kind: text
+        {"page": 3, "kind": "table", "text": "\n"},  # empty blocks add nothing
+        {"page": 3, "kind": "heading", "text": " \n"},
+        {"page": 3, "kind": "caption", "text": ""},
+    ]
+    assert _outline(segment_document(blocks, "Doc")) == [
+        ("Cooling the Cluster", "Cooling the Cluster", 1, "heading", 1, [
+            ("text", 1, False, ["Data centres need cooling all year, and the chillers run for most of the hours of the year."]),
+            ("text", 1, False, ["The fans also draw power, and more of it in the summer."]),
+        ]),
+        ("Measured Power", "Cooling the Cluster > Measured Power", 2, "heading", 2, [
+            ("table", 2, False, ["Table 1: Power by month", "Month kW", "January 120", "July 190"]),
+            ("text", 2, True, ["Figure 1: The chillers on the roof."]),
+            ("text", 2, False, ["The table shows that summer costs more power than winter does."]),
+        ]),
+        ("Outlook", "Outlook", 1, "heading", 3, [
+            ("text", 3, False, ["Better chillers would help a great deal in the summer months."]),
+        ]),
+    ]
+
+
+IEEE_LETTERED = """I. INTRODUCTION
+Accelerator clusters draw a lot of power and their cooling matters.
+A. Motivation
+Summer heat raises the load on the chillers by a large margin.
+B. Contributions
+We report one year of measurements from a production cluster.
+II. MEASUREMENTS
+The meters logged every minute of the year without any gaps.
+A. Chillers
+The chillers drew between 120 and 190 kW over the year.
+III. CONCLUSION
+Cooling is a large share of the energy use of the cluster."""
+
+
+def test_lettered_subsections_restart_under_each_roman_part():
+    sections = segment_document([_text_block(IEEE_LETTERED)], "Doc")
+    assert [(s.title, s.path, s.level) for s in sections] == [
+        ("I. INTRODUCTION", "I. INTRODUCTION", 1),
+        ("A. Motivation", "I. INTRODUCTION > A. Motivation", 2),
+        ("B. Contributions", "I. INTRODUCTION > B. Contributions", 2),
+        ("II. MEASUREMENTS", "II. MEASUREMENTS", 1),
+        ("A. Chillers", "II. MEASUREMENTS > A. Chillers", 2),
+        ("III. CONCLUSION", "III. CONCLUSION", 1),
+    ]
+    assert [p.text for s in sections for p in s.paragraphs] == [
+        line for line in IEEE_LETTERED.splitlines() if line.endswith(".") and not line[:4].strip(".").isupper()
+    ]
+
+
+APPENDIX = """1 Introduction
+We study the energy use of training large language models on GPUs.
+2 Method
+We measure the power of every GPU with the vendor tools every second.
+References
+[1] A. Author. A paper about energy. 2020.
+A Additional Plots
+The plots show the power draw of every run in the study in detail.
+B Hardware Details
+The cluster has 64 nodes with eight GPUs each and fast links."""
+
+
+def test_appendices_after_the_numbered_body_are_top_level():
+    sections = segment_document([_text_block(APPENDIX)], "Doc")
+    assert [(s.title, s.path, s.level, len(s.paragraphs)) for s in sections] == [
+        ("1 Introduction", "1 Introduction", 1, 1),
+        ("2 Method", "2 Method", 1, 1),
+        ("References", "References", 1, 1),
+        ("A Additional Plots", "A Additional Plots", 1, 1),
+        ("B Hardware Details", "B Hardware Details", 1, 1),
+    ]
+
+
+def test_title_case_headings_without_numbering():
+    text = (
+        "Background\n"
+        "Data centres use a growing share of the electricity of many countries, and the\n"
+        "share is expected to grow further with the spread of large models.\n"
+        "Our Measurement Approach\n"
+        "We measured the cluster over a whole year with meters on every rack of the\n"
+        "machine room, logging the power at one minute intervals.\n"
+        "Results\n"
+        "The cooling overhead was largest in the summer months of the year."
+    )
+    assert _outline(segment_document([_text_block(text)], "Doc")) == [
+        ("Background", "Background", 1, "heading", 1, [("text", 1, False, [
+            "Data centres use a growing share of the electricity of many countries, and the share is expected to "
+            "grow further with the spread of large models."])]),
+        ("Our Measurement Approach", "Our Measurement Approach", 1, "heading", 1, [("text", 1, False, [
+            "We measured the cluster over a whole year with meters on every rack of the machine room, logging the "
+            "power at one minute intervals."])]),
+        ("Results", "Results", 1, "heading", 1, [("text", 1, False, [
+            "The cooling overhead was largest in the summer months of the year."])]),
+    ]
+    never = segment_document([_text_block(text)], "Doc", SegmentConfig(title_case_headings="never"))
+    assert [s.title for s in never] == ["Background", "Results"]  # the known names only
+
+
+def test_wrapped_headings_are_joined():
+    text = (
+        "1 Introduction\n"
+        "We study how much energy the training of large language models takes on GPUs.\n"
+        "2 Energy Use of the Training and\n"
+        "Inference Phases\n"
+        "Training takes most of the energy, but inference adds up over many requests.\n"
+        "3 RESULTS OF THE\n"
+        "MEASUREMENT CAMPAIGN\n"
+        "The measurements cover one year of operation of the production cluster."
+    )
+    assert _titles_and_texts(text, "Doc") == [
+        ("1 Introduction", ["We study how much energy the training of large language models takes on GPUs."]),
+        ("2 Energy Use of the Training and Inference Phases",
+         ["Training takes most of the energy, but inference adds up over many requests."]),
+        ("3 RESULTS OF THE MEASUREMENT CAMPAIGN",
+         ["The measurements cover one year of operation of the production cluster."]),
+    ]
+
+
+def test_footnotes_inside_a_sentence_become_a_caption_and_the_sentence_goes_on():
+    text = (
+        "1 Introduction\n"
+        "The energy use of the cluster grew by a third in the year of the\n"
+        "1 See the operator's yearly report.\n"
+        "2 Measured at the power distribution units.\n"
+        "study, mostly because of cooling in summer.\n"
+        "2 Method\n"
+        "We logged the power of every rack at one minute intervals all year."
+    )
+    assert _outline(segment_document([_text_block(text)], "Doc")) == [
+        ("1 Introduction", "1 Introduction", 1, "heading", 1, [
+            ("text", 1, False, ["The energy use of the cluster grew by a third in the year of the study, mostly "
+                                "because of cooling in summer."]),
+            ("text", 1, True, ["1 See the operator's yearly report.", "2 Measured at the power distribution units."]),
+        ]),
+        ("2 Method", "2 Method", 1, "heading", 1, [
+            ("text", 1, False, ["We logged the power of every rack at one minute intervals all year."])]),
+    ]
+
+
+def test_table_of_contents_lines_are_no_headings():
+    text = (
+        "Contents\n"
+        "1 Introduction . . . . 3\n"
+        "2 Background . . . . 5\n"
+        "3 Method . . . . 9\n"
+        "4 Results . . . . 12\n"
+        "Abstract\n"
+        "We measure the cooling of a cluster over one year of operation.\n"
+        "1 Introduction\n"
+        "Large models need large clusters, and large clusters need a lot of cooling.\n"
+        "2 Background\n"
+        "Earlier work measured single servers rather than whole machine rooms."
+    )
+    sections = segment_document([_text_block(text)], "Doc")
+    assert [(s.title, [p.sentences for p in s.paragraphs]) for s in sections] == [
+        ("Contents", [["1 Introduction.... 3", "2 Background.... 5", "3 Method.... 9", "4 Results.... 12"]]),
+        ("Abstract", [["We measure the cooling of a cluster over one year of operation."]]),
+        ("1 Introduction", [["Large models need large clusters, and large clusters need a lot of cooling."]]),
+        ("2 Background", [["Earlier work measured single servers rather than whole machine rooms."]]),
+    ]
+
+
+def test_raw_table_rows_and_a_figure_caption():
+    text = (
+        "1 Results\n"
+        "The power of the racks over the year is given below for each month.\n"
+        "Rack power by month\n"
+        "January 120 1.21\n"
+        "April 135 1.25\n"
+        "July 190 1.39\n"
+        "The summer months clearly draw more power than the winter months do.\n"
+        "Figure 2: Power over the year.\n"
+        "2 Outlook\n"
+        "Better chillers would cut the summer peak by a large margin."
+    )
+    assert _outline(segment_document([_text_block(text)], "Doc"))[0][5] == [
+        ("text", 1, False, ["The power of the racks over the year is given below for each month.", "Rack power by month"]),
+        ("table", 1, False, ["January 120 1.21", "April 135 1.25", "July 190 1.39"]),
+        ("text", 1, False, ["The summer months clearly draw more power than the winter months do."]),
+        ("text", 1, True, ["Figure 2: Power over the year."]),
+    ]
+    flat = segment_document([_text_block(text)], "Doc", SegmentConfig(detect_tables=False))
+    assert all(p.kind == "text" for s in flat for p in s.paragraphs)
+
+
+def test_long_paragraphs_are_cut_into_even_parts_at_sentence_ends():
+    body = " ".join(f"Sentence number {i} says something about the cooling of the cluster." for i in range(12))
+    text = f"1 Intro\n{body}\n2 End\nThe end of the text is here, with one more sentence."
+    sections = segment_document([_text_block(text)], "Doc", SegmentConfig(max_paragraph_chars=300))
+    parts = [p.sentences for p in sections[0].paragraphs]
+    assert [len(s) for s in parts] == [4, 4, 4]
+    assert " ".join(" ".join(s) for s in parts) == body
+    whole = segment_document([_text_block(text)], "Doc", SegmentConfig(max_paragraph_chars=0))
+    assert [len(p.sentences) for p in whole[0].paragraphs] == [12]
+
+
+# ------------------------------------------------------- the segmenter's line rules, one by one
+
+
+def _items(*texts, width=80.0):
+    """Items from texts: "" a blank line, "|" a block break, "#..." a heading, else a line."""
+    out = []
+    for t in texts:
+        if t == "":
+            out.append(_Item("blank"))
+        elif t == "|":
+            out.append(_Item("break"))
+        elif t.startswith("#"):
+            out.append(_Item("heading", text=t[1:]))
+        else:
+            out.append(_Item("line", text=t, width=width))
+    return out
+
+
+LONG_LINE = "We measured the power of every rack in the machine room over a year."
+
+
+@pytest.mark.parametrize(
+    "texts, i, expected",
+    [
+        (("The study ends here.", "Our Measurement Approach", LONG_LINE), 1, True),
+        (("Our Measurement Approach", "", LONG_LINE), 0, True),
+        (("Abcd", LONG_LINE), 0, True),  # four characters are enough
+        (("Abc", LONG_LINE), 0, False),
+        (("A" + "b" * 55, LONG_LINE), 0, True),  # 56 = 0.7 * 80 characters: still short
+        (("A" + "b" * 56, LONG_LINE), 0, False),
+        (("the power of the", "Our Measurement Approach", LONG_LINE), 1, False),  # after an open line
+        (("Our Measurement Approach", "Short line here."), 0, False),  # the next line is short
+        (("Our Measurement Approach", "W" + "e" * 47), 0, True),  # 48 = 0.6 * 80: long enough
+        (("Our Measurement Approach", LONG_LINE.lower()), 0, False),
+        (("Our Measurement Approach",), 0, False),
+        (("Our Measurement Approach", "#Other"), 0, False),
+        (("Our Measurement Approach.", LONG_LINE), 0, False),
+        (("Our Measurement Approach:", LONG_LINE), 0, False),
+        (("Our Measurement Approach;", LONG_LINE), 0, False),
+        (("Our Measurement Approach,", LONG_LINE), 0, False),
+        (("Our Measurement Approach -", LONG_LINE), 0, False),
+        (("Figure 3 Power Draw", LONG_LINE), 0, False),  # a caption
+        (("Results For 2019 2020 2021", LONG_LINE), 0, False),  # mostly numbers
+        (("AB CD EF GH", LONG_LINE), 0, False),  # no lower-case word
+        (("Our Measurement Approach", "Month 120 135 190 140 150 160 170 180 190 200 210 220"), 0, False),
+    ],
+)
+def test_title_case_heading_rule(texts, i, expected):
+    assert _title_case_heading(_items(*texts), i) is expected
+
+
+BODY = "Training takes most of the energy, but inference adds up over many requests."
+
+
+@pytest.mark.parametrize(
+    "title, nxt, after, expected",
+    [
+        ("2 Energy Use of the Training and", "Inference Phases", BODY, True),  # ends in a joining word
+        ("2 Energy Use of the Training,", "Inference Phases", BODY, True),
+        ("2 Energy Use of Training &", "Inference", BODY, True),
+        ("2 Energy Use of Training -", "Inference", BODY, True),
+        ("3 RESULTS OF THE", "MEASUREMENT CAMPAIGN", BODY, True),  # capitals go on in capitals
+        ("3 RESULTS OF THE", "Measurement Campaign", BODY, False),
+        ("2 A Rather Long Heading About The Energy", "Inference Phases", BODY, True),  # a long first line
+        ("2 A Rather Long Heading About The Energy", "Inference Phases", BODY.lower(), False),
+        ("2 Short", "Inference Phases", BODY, False),
+        ("2 Energy Use of the", "Inference Phases.", BODY, False),  # a sentence
+        ("2 Energy Use of the", "Inference Phases,", BODY, False),
+        ("2 Energy Use of the", "one two three four five six seven eight", BODY, False),  # eight words
+        ("2 Energy Use of the", "one two three four five six seven", BODY, True),
+        ("2 Energy Use of the", "x" * 61, BODY, False),
+        ("2 Energy Use of the", "x" * 60, BODY, True),
+        ("2 Energy Use of the", "3.1 Setup", BODY, False),  # a heading of its own
+        ("2 Energy Use of the", "INFERENCE PHASES", BODY, True),  # capitals are no heading of their own
+        ("2 Energy Use of the", "Table 2: Power", BODY, False),
+        ("2 Energy Use of the", "2019 2020 2021 data", BODY, False),
+        ("2 Energy Use of the", "(Inference) Phases", BODY, False),
+        ("2 Energy Use of the", "Abstract: We study it", BODY, False),
+    ],
+)
+def test_continues_heading_rule(title, nxt, after, expected):
+    assert _continues_heading(title, _items("#h", nxt, after), 1, 80.0) is expected
+
+
+@pytest.mark.parametrize(
+    "prev, strict, expected",
+    [
+        ("This line ends a sentence.", True, True),
+        ("this line goes on in the", True, False),
+        ("this line goes on in the", False, False),  # a joining word
+        ("this line goes on here", False, True),  # only strict reads any lower-case end as open
+        ("this line goes on here", True, False),
+        *[(f"a list of things{end}", False, False) for end in (",", ";", " (", " -", " –", " &")],
+    ],
+)
+def test_context_ok_rule(prev, strict, expected):
+    items = _items(prev, "2 Method")
+    assert _context_ok(items, 1, {}, strict) is expected
+    assert _context_ok(_items("", prev, "|", "2 Method"), 3, {}, strict) is expected  # blanks skipped
+    assert _context_ok(items, 1, {0: None}, strict) is True  # after a heading line
+    assert _context_ok(_items("#Title", "2 Method"), 1, {}, strict) is True
+    assert _context_ok(items, 0, {}, strict) is True  # nothing before
+
+
+def _para_items(prev, cur, prev_indent=0, cur_indent=0):
+    return _Item("line", text=prev, indent=prev_indent, width=80.0), _Item("line", text=cur, indent=cur_indent, width=80.0)
+
+
+SHORT_END = "A short line that ends."  # < 0.75 * 80
+LONG_END = "A long line that ends a sentence after many words of text on the page."  # > 0.75 * 80
+
+
+@pytest.mark.parametrize(
+    "prev, cur, indents, expected",
+    [
+        (LONG_END, "• a bullet", (0, 0), True),
+        ("mid sentence and", "• a bullet", (0, 0), True),
+        (LONG_END, "(1) First item", (0, 0), True),
+        ("the items are;", "(a) next item", (0, 0), True),
+        ("mid sentence and", "(1) first item", (0, 0), False),
+        (LONG_END, "Next sentence", (0, 2), True),  # indented after a sentence end
+        (LONG_END, "Next sentence", (0, 1), False),
+        (LONG_END, "Next sentence", (2, 3), False),
+        ("mid sentence and", "Next words", (0, 2), False),
+        (LONG_END, "next words", (0, 2), False),
+        (SHORT_END, "Next sentence", (0, 0), True),  # a short line ending a sentence
+        (SHORT_END, "“Quoted” text", (0, 0), True),
+        (SHORT_END, "[12] showed", (0, 0), True),
+        (SHORT_END, "2019 was hot", (0, 0), True),
+        (SHORT_END, "next words", (0, 0), False),
+        (LONG_END, "Next sentence", (0, 0), False),
+        ("A short line that goes", "Next sentence", (0, 0), False),
+        ("a" * 54 + " end.", "Next", (0, 0), True),  # 59 characters: short (< 0.75 * 80)
+        ("a" * 55 + " end.", "Next", (0, 0), False),  # 60: long
+    ],
+)
+def test_starts_paragraph_rule(prev, cur, indents, expected):
+    assert _starts_paragraph(*_para_items(prev, cur, *indents)) is expected
+
+
+def test_neighbour_lines_skip_blanks_and_breaks():
+    items = _items("", "first", "", "|", "second", "")
+    assert _next_line(items, 1) is items[4] and _next_line(items, 4) is None and _next_line(items, 5) is None
+    assert _prev_line(items, 4) is items[1] and _prev_line(items, 1) is None
+    assert _prev_index(items, 4) == 1 and _prev_index(items, 1) == -1 and _prev_index(items, 0) == -1
+
+
+def test_small_helpers():
+    assert _percentile([], 0.8) == 0.0
+    values = list(range(10, 110, 10))
+    assert [_percentile(values, q) for q in (0.0, 0.5, 0.8, 1.0)] == [10.0, 60.0, 80.0, 100.0]
+    assert _percentile([5], 0.8) == 5.0
+    assert _same_title("The Cooling Study 2", "the cooling study 2")
+    assert _same_title("one two three four five", "one two three four")  # 4 of 5 words
+    assert not _same_title("one two three four five", "one two three")
+    assert not _same_title("a b c d e", "a x y z w") and not _same_title("", "") and not _same_title("--", "x")
+    assert _merge_short_rows(["A 1", "B row two", "12345678", "long row here", "x"], 15) == [
+        "A 1; B row two", "12345678", "long row here; x"]
+    assert _merge_short_rows(["abc", "defgh"], 4) == ["abc; defgh"]  # min_chars below 8 is used as it is
+    assert _merge_short_rows(["abcd", "defgh"], 4) == ["abcd", "defgh"]
+    assert _join_first(["Short."], ["Next one.", "Third."], 15) == ["Short. Next one.", "Third."]
+    assert _join_first(["x" * 29], ["b", "c"], 15) == ["x" * 29 + " b", "c"]
+    assert _join_first(["x" * 30], ["b"], 15) == ["x" * 30, "b"]
+    assert _join_first([], ["a"], 15) == ["a"] and _join_first(["a"], [], 15) == ["a"]
+
+
+def test_page_sections_sorted_by_page():
+    p1, p2, p3 = Paragraph("text", 2, text="b"), Paragraph("text", 1, text="a"), Paragraph("text", 2, text="c")
+    pages = _page_sections([Section("S", 1, "heading", paragraphs=[p1, p2]), Section("T", 2, "heading", paragraphs=[p3])])
+    assert [(s.title, s.path, s.page, s.source, [p.text for p in s.paragraphs]) for s in pages] == [
+        ("Page 1", "Page 1", 1, "page", ["a"]), ("Page 2", "Page 2", 2, "page", ["b", "c"])]
+
+
+def _furniture_doc(n_pages, header_pages, header="Journal of Cooling Studies 2024", at=0, lines=8):
+    items = []
+    for page in range(1, n_pages + 1):
+        body = [f"Body line {k} of page {page} about cooling." for k in range(lines)]
+        if page in header_pages:
+            body.insert(at if at >= 0 else len(body) + 1 + at, header)
+        items += [_Item("line", text=t, page=page) for t in body]
+    return items
+
+
+def _kept_header(items, n_pages, header="Journal of Cooling Studies 2024"):
+    return any(it.text == header for it in _drop_furniture(items, n_pages))
+
+
+def test_running_headers_rules():
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}), 4)  # four pages are enough
+    assert _kept_header(_furniture_doc(3, {1, 2, 3}), 3)  # three are not
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3}), 4)  # on three pages of four
+    assert _kept_header(_furniture_doc(4, {1, 2}), 4)
+    assert not _kept_header(_furniture_doc(40, set(range(1, 5))), 40)  # 10 % of 40 pages
+    assert _kept_header(_furniture_doc(40, set(range(1, 4))), 40)
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}, at=2), 4)  # third line from the top
+    assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, at=3), 4)  # fourth: body text
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}, at=-3), 4)  # third from the bottom
+    assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, at=-4), 4)
+    wide = "W" * 150
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header=wide), 4, wide)
+    assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header=wide + "W"), 4, wide + "W")  # too long
+    assert not _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header="ABC 12"), 4, "ABC 12")
+    assert _kept_header(_furniture_doc(4, {1, 2, 3, 4}, header="AB 12"), 4, "AB 12")  # two letters
+
+
+def test_sentence_goes_on_after_a_figure_and_caps_table_captions_join_their_table():
+    text = (
+        "1 Results\n"
+        "The racks drew more power in the summer months, when the chillers and the\n"
+        "Figure 3: Rack power over the year.\n"
+        "fans worked hardest to keep the machine room cool enough.\n"
+        "TABLE II\n"
+        "ESTIMATED POWER OF THE\n"
+        "COOLING PLANT\n"
+        "January 120 30\n"
+        "\n"
+        "February 118 29\n"
+        "Summer months\n"
+        "July 190 45\n"
+        "August 185 44\n"
+        "The table shows the same pattern for the fans as for the chillers.\n"
+        "2 Outlook\n"
+        "Better chillers would cut the summer peak by a large margin."
+    )
+    # the document title set in a heading font is no section of its own
+    blocks = [{"page": 1, "kind": "heading", "text": "Cooling Power Study", "level": 1}, _text_block(text)]
+    assert _outline(segment_document(blocks, "Cooling Power Study")) == [
+        ("1 Results", "1 Results", 1, "heading", 1, [
+            ("text", 1, False, ["The racks drew more power in the summer months, when the chillers and the fans "
+                                "worked hardest to keep the machine room cool enough."]),
+            ("text", 1, True, ["Figure 3: Rack power over the year."]),
+            ("table", 1, False, ["TABLE II ESTIMATED POWER OF THE COOLING PLANT", "January 120 30",
+                                 "February 118 29", "Summer months", "July 190 45", "August 185 44"]),
+            ("text", 1, False, ["The table shows the same pattern for the fans as for the chillers."]),
+        ]),
+        ("2 Outlook", "2 Outlook", 1, "heading", 1, [
+            ("text", 1, False, ["Better chillers would cut the summer peak by a large margin."])]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "texts, i, expected",
+    [
+        (("Some text ends here.", "COOLING PLANT DESIGN", LONG_LINE), 1, True),
+        (("Some text ends here.", "COOLING PLANT DESIGN", "", "|", LONG_LINE), 1, True),
+        (("COOLING PLANT DESIGN", LONG_LINE), 0, True),
+        (("THE END OF IT.", "COOLING PLANT DESIGN", LONG_LINE), 1, True),  # capitals ending a sentence
+        (("Intro text.", "COOLING PLANT DESIGN", "#Heading"), 1, True),
+        (("Some text ends here.", "COOLING PLANT DESIGN"), 1, False),  # nothing after it
+        (("TABLE IV", "COOLING PLANT DESIGN", LONG_LINE), 1, False),  # the title of an IEEE table
+        (("TABLE IV", "ESTIMATED COST OF", "COOLING PLANT DESIGN", LONG_LINE), 2, False),
+        (("TABLE IV", "ESTIMATED COST OF", "THE BIG", "COOLING PLANT DESIGN", LONG_LINE), 3, False),
+        (("TABLE IV", "ESTIMATED COST OF", "THE BIG", "OLD", "COOLING PLANT DESIGN", LONG_LINE), 4, True),  # too far
+        (("lower text", "TABLE IV", "COOLING PLANT DESIGN", LONG_LINE), 2, False),
+        (("A TITLE PAGE IN CAPITALS", "COOLING PLANT DESIGN", LONG_LINE), 1, False),
+        (("Intro text.", "COOLING PLANT DESIGN", "Month 120 135 190 140"), 1, False),  # a table header
+    ],
+)
+def test_caps_heading_context_rule(texts, i, expected):
+    assert _caps_context_ok(_items(*texts), i) is expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("January 120 1.21", True), ("Rack 12", True), ("Rack 12.", True),  # mostly numbers
+        ("1 " * 80, True), ("1 " * 80 + "1", False),  # 160 characters at most
+        ("a b c d e f g h 5 6", True), ("a b c d e f g h i 1", False),  # ten tokens, 15 % numbers
+        ("a b c d e f g h i j 1", False), ("w w w w w 5", True), ("w w w w w 5.", False), ("", False),
+        ("The chillers were replaced.", False),
+    ],
+)
+def test_table_row_rule(text, expected):
+    assert _is_table_row(text) is expected
+
+
+def _para(text, kind="text", caption=False, sentences=None):
+    return Paragraph(kind, 1, text=text, sentences=[text] if sentences is None else sentences, caption=caption)
+
+
+def _shown(paragraphs):
+    return [(p.kind, p.caption, p.text, p.sentences) for p in paragraphs]
+
+
+LONG_PARA = "A paragraph that is long enough to stand alone here."
+
+
+def test_merge_tiny_paragraphs():
+    assert _shown(_merge_tiny([_para("Tiny one."), _para(LONG_PARA)], 40, 15)) == [
+        ("text", False, f"Tiny one. {LONG_PARA}", [f"Tiny one. {LONG_PARA}"])]
+    assert _shown(_merge_tiny([_para("Tiny one."), _para("T1 2 3", "table"), _para(LONG_PARA)], 40, 15)) == [
+        ("text", False, "Tiny one.", ["Tiny one."]), ("table", False, "T1 2 3", ["T1 2 3"]),
+        ("text", False, LONG_PARA, [LONG_PARA])]
+    assert _shown(_merge_tiny([_para(LONG_PARA), _para("Tiny end.")], 40, 15)) == [
+        ("text", False, f"{LONG_PARA} Tiny end.", [f"{LONG_PARA} Tiny end."])]  # at the end: into the previous
+    assert _shown(_merge_tiny([_para(LONG_PARA), _para("Fig. 1", caption=True), _para("Tiny end.")], 40, 15)) == [
+        ("text", False, LONG_PARA, [LONG_PARA]), ("text", True, "Fig. 1", ["Fig. 1"]),
+        ("text", False, "Tiny end.", ["Tiny end."])]  # never into a caption, nor across one
+    assert _shown(_merge_tiny([_para("Tiny end.")], 40, 15)) == [("text", False, "Tiny end.", ["Tiny end."])]
+    two = _merge_tiny([_para("Short one.", sentences=["Short one."]), _para(LONG_PARA, sentences=["A b.", "C d."])], 40, 15)
+    assert _shown(two) == [("text", False, f"Short one. {LONG_PARA}", ["Short one. A b.", "C d."])]
+
+
+def test_table_captions_join_the_table_before_or_after():
+    def table(*rows):
+        return Paragraph("table", 1, text="\n".join(rows), sentences=list(rows))
+
+    joined = ("table", False, "Table 1: Power.\na 1\nb 2", ["Table 1: Power.", "a 1", "b 2"])
+    assert _shown(_attach_table_captions([_para("Table 1: Power.", caption=True), table("a 1", "b 2")])) == [joined]
+    assert _shown(_attach_table_captions([table("a 1", "b 2"), _para("Table 1: Power.", caption=True)])) == [joined]
+    # between two tables a caption belongs to the one after it
+    assert _shown(_attach_table_captions([table("a 1"), _para("Table 2: Power.", caption=True), table("c 3")])) == [
+        ("table", False, "a 1", ["a 1"]), ("table", False, "Table 2: Power.\nc 3", ["Table 2: Power.", "c 3"])]
+    for kept in ([_para("Figure 1: Power.", caption=True), table("a 1")],
+                 [_para("Table 1: Power."), table("a 1")],  # not a caption
+                 [_para("Table 1: Power.", caption=True), _para("text after")]):
+        assert _shown(_attach_table_captions(list(kept))) == _shown(kept)
+
+
+def test_cut_paragraph_parts():
+    sentences = [f"Sentence {i} " + "x" * (10 + 7 * i) + "." for i in range(6)]  # 22 ... 57 characters
+    sizes = lambda parts: [[len(s) for s in part] for part in parts]  # noqa: E731
+    assert sizes(_cut_paragraph(sentences, 100)) == [[22, 29, 36], [43, 50], [57]]
+    assert sizes(_cut_paragraph(sentences, 200)) == [[22, 29, 36, 43], [50, 57]]
+    assert _cut_paragraph(sentences, 243) == [sentences]  # 243 with the spaces: fits
+    assert sizes(_cut_paragraph(sentences, 242)) == [[22, 29, 36, 43], [50, 57]]
+    assert _cut_paragraph(["one " * 100], 10) == [["one " * 100]]  # one sentence is never cut
+    assert _cut_paragraph(sentences[:2], 1) == [[sentences[0]], [sentences[1]]]
+    assert _cut_paragraph(sentences, 0) == [sentences]
+
+
+def test_page_fallback_needs_two_heading_sections():
+    first = "1 Intro\nThe text of the first section is here and it is long enough."
+    second = "2 End\nThe text of the second section is here and it is long enough too."
+    both = segment_document([_text_block(f"{first}\n{second}")], "D")
+    assert [s.title for s in both] == ["1 Intro", "2 End"] and heading_sections(both) == 2
+    blocks = [_text_block(first), _text_block("More text on page two that is long enough to stand.", 2)]
+    assert [(s.title, s.page) for s in segment_document(blocks, "D")] == [("Page 1", 1), ("Page 2", 2)]
+    kept = segment_document(blocks, "D", SegmentConfig(page_fallback=False))
+    assert [s.title for s in kept] == ["1 Intro"] and heading_sections(kept) == 1
+
+
+def test_hyphen_evidence_comes_from_the_text_blocks():
+    blocks = [_text_block("1 Intro\nThe chips are energy-efficient by design, and the\nvery energy-\nefficient "
+                          "chips draw less power in every test.")]
+    text = segment_document(blocks, "D", SegmentConfig(page_fallback=False))[0].paragraphs[0].text
+    assert "very energy-efficient chips" in text
+    no_evidence = [_text_block("1 Intro\nThe chips are built by design, and the\nvery energy-\nefficient chips "
+                               "draw less power in every test.")]
+    text = segment_document(no_evidence, "D", SegmentConfig(page_fallback=False))[0].paragraphs[0].text
+    assert "very energyefficient chips" in text  # no evidence of the hyphenated word: a line break
+    caption = {"page": 1, "kind": "caption", "text": "energy-efficient"}  # only text blocks are evidence
+    text = segment_document(no_evidence + [caption], "D", SegmentConfig(page_fallback=False))[0].paragraphs[0].text
+    assert "very energyefficient chips" in text
+
+
+def test_a_known_section_name_wins_a_numbering_tie():
+    # two lines numbered 1: "Introduction" (a known name) is the heading, the other one is text,
+    # whether it comes after it (a footnote) or before it (an affiliation)
+    footnote = (
+        "1 Introduction\n"
+        "We study the energy use of the cooling plant of a large cluster.\n"
+        "1 Data from the operator of the cluster\n"
+        "The operator shared one year of meter readings with us for this work.\n"
+        "2 Method\n"
+        "We logged the power of every rack at one minute intervals all year."
+    )
+    assert [s.title for s in segment_document([_text_block(footnote)], "D")] == ["1 Introduction", "2 Method"]
+    lines = footnote.split("\n")
+    affiliation = "\n".join(lines[2:4] + lines[:2] + lines[4:])
+    assert [s.title for s in segment_document([_text_block(affiliation)], "D")] == ["D", "1 Introduction", "2 Method"]
+
+
+def test_contents_lines_that_look_like_headings_are_dropped():
+    text = (
+        "Contents\n1 Introduction\n2 Background\n3 Method\n4 Results\n"
+        "Abstract\nWe measure the cooling of a cluster over one year of operation.\n"
+        "1 Introduction\nLarge models need large clusters, and large clusters need a lot of cooling.\n"
+        "2 Background\nEarlier work measured single servers rather than whole machine rooms."
+    )
+    assert _titles_and_texts(text, "D") == [
+        ("Contents", ["1 Introduction\n2 Background\n3 Method\n4 Results"]),
+        ("Abstract", ["We measure the cooling of a cluster over one year of operation."]),
+        ("1 Introduction", ["Large models need large clusters, and large clusters need a lot of cooling."]),
+        ("2 Background", ["Earlier work measured single servers rather than whole machine rooms."]),
+    ]
+
+
+def test_windows_line_ends_indentation_and_caption_blocks():
+    blocks = [
+        {"text": "1 Intro\nThe chillers ran all year in the machine room of the cluster, and the fans\r\nran with "
+                 "them for most of the hours of the whole year of the study.\nThe meters logged the power of every "
+                 "rack at one minute intervals for a year.\n   An indented line starts a new paragraph after a "
+                 "sentence end here."},  # no kind, no page: a text block on page 1
+        {"kind": "caption", "text": "Power over the year."},  # a caption block, whatever its words
+        {"page": 2, "text": "2 End\nThe end of the text is here, with one more sentence."},
+    ]
+    assert _outline(segment_document(blocks, "D")) == [
+        ("1 Intro", "1 Intro", 1, "heading", 1, [
+            ("text", 1, False, ["The chillers ran all year in the machine room of the cluster, and the fans ran with "
+                                "them for most of the hours of the whole year of the study.",
+                                "The meters logged the power of every rack at one minute intervals for a year."]),
+            ("text", 1, False, ["An indented line starts a new paragraph after a sentence end here."]),
+            ("text", 1, True, ["Power over the year."]),
+        ]),
+        ("2 End", "2 End", 1, "heading", 2, [("text", 2, False, ["The end of the text is here, with one more sentence."])]),
+    ]
+
+
+OPEN_LINE = "the energy use grew by a third in the year of the"
+GOES_ON = "study, mostly in summer."
+
+
+@pytest.mark.parametrize(
+    "before, lines, expected",
+    [
+        ((OPEN_LINE,), ("1 See the yearly report.", GOES_ON), 1),
+        ((OPEN_LINE,), ("1 See the yearly report of the", "operator for details.", "", "2 Measured at the units.", "|",
+                        GOES_ON), 4),  # two notes, one of two lines; blanks and breaks between
+        ((OPEN_LINE, "", "|"), ("1 See the yearly report.", GOES_ON), 1),  # blanks before the notes skipped
+        ((OPEN_LINE,), ("1 See the", "", "yearly report.", GOES_ON), 3),
+        ((OPEN_LINE,), ("1 See the", "yearly", "report of", "the operator.", GOES_ON), 4),  # four lines at most
+        ((OPEN_LINE,), ("1 See the", "yearly", "report of", "the operator", "today.", GOES_ON), 0),
+        ((OPEN_LINE,), tuple(f"{n} Note number {n} ends here." for n in range(1, 7)) + (GOES_ON,), 6),  # six notes
+        ((OPEN_LINE,), tuple(f"{n} Note number {n} ends here." for n in range(1, 8)) + (GOES_ON,), 0),
+        ((), ("1 See the yearly report.", GOES_ON), 0),  # nothing before
+        (("#Head",), ("1 See the yearly report.", GOES_ON), 0),
+        (("The sentence ends.",), ("1 See the yearly report.", GOES_ON), 0),
+        ((OPEN_LINE,), ("1 See the", "#Head", "report.", GOES_ON), 0),
+        ((OPEN_LINE,), ("1 See the yearly report.", "#Head"), 0),
+        ((OPEN_LINE,), ("1 See the yearly report.",), 0),
+        ((OPEN_LINE,), ("1 See the yearly report.", "Study results follow."), 0),  # no lower-case text after
+    ],
+)
+def test_footnote_end_rule(before, lines, expected):
+    assert _footnote_end(_items(*lines), 0, _items(*before)) == expected
+
+
+def test_paragraphs_across_blank_lines_and_pages():
+    page1 = (
+        "1 Method\n"
+        "we logged the power of every rack at one minute intervals over the year.\n"  # lower case after a heading
+        "The racks drew more power in the summer months when the chillers and the\n"
+        "\n"  # a blank line inside a sentence
+        "fans worked hardest to keep the machine room cool enough for the racks.\n"
+        "The first paragraph of the section ends here with a full stop.\n"
+        "\n"
+        "and a paragraph that starts in lower case after a blank line goes on here.\n"
+        "The power was measured by the"
+    )
+    page2 = ("NVIDIA tools that ship with the driver of every GPU in the cluster.\n"  # the sentence goes on
+             "2 End\nThe end of the text is here, with one more sentence.")
+    assert _outline(segment_document([_text_block(page1, 1), _text_block(page2, 2)], "D")) == [
+        ("1 Method", "1 Method", 1, "heading", 1, [
+            ("text", 1, False, [
+                "we logged the power of every rack at one minute intervals over the year.",
+                "The racks drew more power in the summer months when the chillers and the fans worked hardest to "
+                "keep the machine room cool enough for the racks.",
+                "The first paragraph of the section ends here with a full stop."]),
+            ("text", 1, False, [
+                "and a paragraph that starts in lower case after a blank line goes on here.",
+                "The power was measured by the NVIDIA tools that ship with the driver of every GPU in the cluster."]),
+        ]),
+        ("2 End", "2 End", 1, "heading", 2, [("text", 2, False, ["The end of the text is here, with one more sentence."])]),
+    ]
+    front = segment_document([_text_block(RAW_PAPER)], "T")[0]
+    assert (front.title, front.page, front.source, front.level, front.path) == ("T", 1, "front", 1, "T")
+
+
+def test_run_in_heading_on_a_later_page():
+    text = ("Abstract: We study the cooling of a cluster.\n"
+            "The cooling overhead was largest in the summer months of the year and smallest in winter.\n"
+            "1 Introduction\nLarge models need large clusters, and large clusters need a lot of cooling.\n"
+            "2 Method\nWe logged the power of every rack at one minute intervals all year.")
+    assert _outline(segment_document([_text_block(text, 3)], "D")) == [
+        ("Abstract", "Abstract", 1, "heading", 3, [("text", 3, False, [
+            "We study the cooling of a cluster.",
+            "The cooling overhead was largest in the summer months of the year and smallest in winter."])]),
+        ("1 Introduction", "1 Introduction", 1, "heading", 3, [("text", 3, False, [
+            "Large models need large clusters, and large clusters need a lot of cooling."])]),
+        ("2 Method", "2 Method", 1, "heading", 3, [("text", 3, False, [
+            "We logged the power of every rack at one minute intervals all year."])]),
     ]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kohaku.values import canonical, is_blank_value, parse_number, render, same
+from kohaku.values import BLANK_VALUE, Canonical, canonical, is_blank_value, parse_number, render, same, split_list
 
 
 @pytest.mark.parametrize(
@@ -155,3 +157,93 @@ def test_number_edges() -> None:
     assert parse_number("about about about about 5") is None  # at most three hedges
     assert format_number(1e16) == "1e16" and format_number(9999999999999998.0) == "9999999999999998"
     assert same(canonical(""), canonical("is_blank")) and not same(canonical("is_blank"), canonical("5"))
+
+
+# --------------------------------------------------------------------------------------------
+# rules pinned by the mutation run (docs/mutation.md)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("\u22125", -5.0),  # U+2212 MINUS SIGN is a minus
+        ("5\u00a0%", 5.0),  # no-break space before the percent sign
+        ("5\u202f%", 5.0),  # narrow no-break space (French typography)
+        ("1.5e2 x 10^3", 1.5e5),  # both exponents add up
+    ],
+)
+def test_number_spellings_from_typesetting(text: str, expected: float) -> None:
+    assert canonical(text) == canonical(expected)
+    assert parse_number(text) == (expected, False)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("3-4 million", (3e6, 4e6)),  # the magnitude of the upper end multiplies the lower
+        ("1k-2k", (1e3, 2e3)),  # both ends with one: neither is applied twice
+        ("1 million-2 million", (1e6, 2e6)),
+        ("1 to about 2 million", (1e6, 2e6)),  # a hedge before the upper end
+        ("1 to about ~2 million", (1e6, 2e6)),  # two hedges (once gave [1,2000000])
+        ("up to 5-10", (5.0, 10.0)),  # "up" is no number: the dash reading is tried next
+    ],
+)
+def test_range_magnitudes_and_fallbacks(text: str, expected: tuple[float, float]) -> None:
+    c = canonical(text)
+    assert c.kind == "range" and c.numbers == expected
+
+
+def test_a_name_with_to_and_one_number_is_a_name() -> None:
+    # "scaling" is no number, so "to" makes no range; the trailing period goes as for any name
+    assert canonical("Scaling to 8.") == Canonical("name", items=("scaling to 8",), display=("Scaling to 8",))
+    assert same("Scaling to 8.", "scaling to 8")
+
+
+@pytest.mark.parametrize("text, key", [("XBOX", "xbox"), ("SpaceX", "spacex"), ("'X'", "x")])
+def test_names_ending_in_x_keep_it(text: str, key: str) -> None:
+    assert canonical(text).items == (key,)
+
+
+@pytest.mark.parametrize("text", ["''", '""', "``", "' '"])
+def test_quoted_nothing_is_blank(text: str) -> None:
+    assert canonical(text) == BLANK_VALUE
+
+
+def test_non_string_values() -> None:
+    assert canonical(None) == BLANK_VALUE
+    assert canonical(float("nan")) == BLANK_VALUE
+    assert canonical(float("inf")) == BLANK_VALUE and canonical(float("-inf")) == BLANK_VALUE
+    assert canonical(True) == Canonical("number", numbers=(1.0,))
+    assert canonical(False) == Canonical("number", numbers=(0.0,))
+    assert canonical(7) == Canonical("number", numbers=(7.0,)) and render(2.5) == "2.5"
+
+
+def test_one_element_lists_are_their_element() -> None:
+    assert canonical("['Hivemind']") == Canonical("name", items=("hivemind",), display=("Hivemind",))
+    assert canonical('["1-2 million"]') == Canonical("range", numbers=(1e6, 2e6))
+
+
+def test_split_list_readers() -> None:
+    # Python literals: a comma inside quotes belongs to the member
+    assert split_list("['x, y', 'z']") == ["x, y", "z"]
+    assert canonical("['x, y', 'z']").items == ("x, y", "z")
+    # JSON first: an escaped astral character (json.dumps writes a surrogate pair) is one character
+    assert split_list(json.dumps(["\U0001f525 fire", "ice"])) == ["\U0001f525 fire", "ice"]
+    assert split_list('["a\\/b"]') == ["a/b"]
+    # blank members are dropped by every reader
+    assert split_list('["", "a", " "]') == ["a"]
+    assert split_list("[a, , b]") == ["a", "b"]
+    assert split_list("[ ]") == [] and split_list("x") is None and split_list("[a)") is None
+
+
+def test_render_writes_plain_lists_without_json() -> None:
+    assert render("[Xeon, Yolo]") == "[Xeon,Yolo]"
+    assert render('["x, y", "Xz"]') == '["x, y", "Xz"]'
+
+
+def test_canonical_of_text_it_cannot_parse_is_the_whole_text() -> None:
+    # 2000 nested brackets exhaust the recursion of the list reader; canonical() still answers,
+    # with the whole (whitespace-cleaned) text as a name
+    text = "[" * 2000 + "Gpu  A" + "]" * 2000
+    clean = "[" * 2000 + "Gpu A" + "]" * 2000
+    assert canonical(text) == Canonical("name", items=(clean.lower(),), display=(clean,))
