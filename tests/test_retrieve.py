@@ -407,3 +407,15 @@ def test_eval_retrieval_kinds_gold_rank_and_true_false_apart():
     kinds = {r["kind"]: r for r in ev.by_kind(per_q).iter_rows(named=True)}
     assert kinds["number"]["misses"] == 1 and kinds["number"]["miss_gold_rank_median"] == 1
     assert kinds["bool"]["misses"] == 0 and kinds["bool"]["evidence_recall"] == 1.0
+
+
+def test_rerank_table_is_the_order_the_context_is_filled_in():
+    from kohaku.retrieval.retrieve import rerank_table
+
+    ranked = pl.DataFrame({"qid": ["q1"] * 3, "attempt": [0] * 3, "node_row": [5, 6, 7],
+                           "rank": [0, 1, 2], "value": [0.3, 0.2, 0.1]})
+    # the rescoring dropped row 6, put 7 first and added row 9 (a doc leaf no search returned)
+    out = rerank_table(ranked, {("q1", 0): [7, 5, 9]})
+    assert out.columns == ranked.columns
+    assert out["node_row"].to_list() == [7, 5, 9] and out["rank"].to_list() == [0, 1, 2]
+    assert out["value"].to_list() == [0.1, 0.3, None]

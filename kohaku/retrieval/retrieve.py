@@ -222,14 +222,16 @@ def passage_text(view: TreeView, row: int, max_chars: int) -> str:
 
 
 def rerank_table(ranked: pl.DataFrame, by_key: Mapping[tuple[str, int], Sequence[int]]) -> pl.DataFrame:
-    """``ranked`` (qid, attempt, node_row, rank, ...) re-ranked in the order of ``by_key``."""
+    """The rows of ``by_key`` (the order the context is filled in) as a ranking table: rank =
+    position, the consensus figures joined from ``ranked`` (null for nodes the rescoring added,
+    e.g. evidence.doc_leaves); nodes ``by_key`` dropped are not in it."""
     order = pl.DataFrame(
         [(q, a, int(r), i) for (q, a), rows in by_key.items() for i, r in enumerate(rows)],
         schema={"qid": pl.String, "attempt": pl.Int64, "node_row": ranked["node_row"].dtype,
-                "_rank": pl.Int64}, orient="row")
-    out = ranked.join(order, on=["qid", "attempt", "node_row"], how="left")
-    return (out.with_columns(pl.col("_rank").alias("rank")).drop("_rank")
-            .sort(["qid", "attempt", "rank"], maintain_order=True))
+                "rank": pl.Int64}, orient="row")
+    keys = ["qid", "attempt", "node_row"]
+    return (order.join(ranked.drop("rank"), on=keys, how="left")
+            .select(ranked.columns).sort(["qid", "attempt", "rank"], maintain_order=True))
 
 
 def run_retrieval(
