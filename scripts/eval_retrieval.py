@@ -378,11 +378,9 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
     qtable = pl.DataFrame({"qid": questions["id"], "question": questions["question"],
                            "answer_unit": questions["answer_unit"] if "answer_unit" in questions.columns
                            else pl.lit("is_blank", pl.String, questions.height)})
-    solutions = solutions.join(qtable.select(pl.col("qid").alias("id"), pl.col("question").alias("_q")),
-                               on="id", how="left")
-    if "question" not in solutions.columns:
-        solutions = solutions.with_columns(pl.col("_q").alias("question"))
-    solutions = solutions.drop("_q")
+    if "question" not in solutions.columns:  # answer_kind needs it (True/False questions)
+        solutions = solutions.join(qtable.select(pl.col("qid").alias("id"), "question"),
+                                   on="id", how="left")
     log.info("%d questions from %s with answers in %s", questions.height, args.questions, args.solutions)
 
     known = default_variants()

@@ -326,9 +326,6 @@ class Postings:
         self.indptr = np.searchsorted(key_ids[order], np.arange(len(vocab) + 1))
         self.vocab = vocab
 
-    def __contains__(self, key: str) -> bool:
-        return key in self.vocab
-
     def get(self, key: str) -> np.ndarray:
         i = self.vocab.get(key)
         if i is None:
@@ -499,7 +496,8 @@ class EvidenceScorer:
             follow = [self.followers(int(a)) for a in r]
             f["number"] = np.fromiter((NUMBER_MARK in x for x in follow), np.float64, n)
             if aliases:
-                f["unit"] = np.fromiter((not aliases.isdisjoint(x) for x in follow), np.float64, n)
+                f["unit"] = np.fromiter((has_unit_number(self.texts[int(a)], aliases, x)
+                                         for a, x in zip(r, follow)), np.float64, n)
         named = doc_mentions(question, self.doc_titles) if self.doc_titles else set()
         if named:
             f["doc"] = np.isin(self.doc_idx[r], [self._doc_index[d] for d in named if d in self._doc_index]

@@ -181,14 +181,15 @@ def rescore_evidence(
     qvecs: np.ndarray,
     view: TreeView,
     cfg: EvidenceConfig,
+    text: Mapping[str, str],
     questions: pl.DataFrame | None = None,
     vectors: np.ndarray | None = None,
 ) -> dict[tuple[str, int], list[int]]:
-    """Each (qid, attempt)'s ranked node rows with the top ``cfg.pool`` rescored."""
+    """Each (qid, attempt)'s ranked node rows with the top ``cfg.pool`` rescored; ``text`` is
+    qid -> question (:func:`question_texts`)."""
     scorer = EvidenceScorer.from_view(view, vectors)
     first = queries.with_row_index("_row").filter(pl.col("query_idx") == 0)
     qrow = {q: int(r) for q, r in zip(first["qid"].cast(pl.String), first["_row"])}
-    text = question_texts(queries, questions)
     unit: dict[str, str | None] = {}
     if questions is not None and "answer_unit" in questions.columns:
         unit = dict(zip(questions["qid"].cast(pl.String), questions["answer_unit"]))
@@ -277,11 +278,12 @@ def run_retrieval(
     by_key = {(q, a): rows for q, a, rows in lists.iter_rows()}
     qids = queries["qid"].cast(pl.String).unique(maintain_order=True).to_list()
     clock.lap("rank")
+    texts = question_texts(queries, questions)
     if cfg.evidence.enabled:
-        by_key = rescore_evidence(by_key, queries, qvecs, view, cfg.evidence, questions, vectors)
+        by_key = rescore_evidence(by_key, queries, qvecs, view, cfg.evidence, texts, questions,
+                                  vectors)
         clock.lap("evidence")
     if reranker is not None:
-        texts = question_texts(queries, questions)
         by_key = rerank_rows(by_key, {k: texts.get(k[0], "") for k in by_key},
                              lambda r: passage_text(view, r, rerank_chars), reranker, rerank_top_n)
         clock.lap("rerank")
