@@ -591,3 +591,21 @@ def test_score_files_uses_its_variant_and_names_both_files(tmp_path: Path) -> No
     assert r.warnings[0].startswith(f"{sub_file}: 1 row(s) with empty explanation")
     assert r.warnings[1].startswith(f"{sol_file}: 1 row(s) with duplicate id")
     assert r.warnings[2] == f"1 {sub_file} id(s) not in {sol_file}, ignored: x"
+
+
+def test_null_solution_cells_read_as_empty_and_a_missing_row_has_no_unit_verdict_without_units() -> None:
+    # null cells in the solutions are empty ones: a null answer_value is no abstention (the text is
+    # '' not 'is_blank'), a null ref_id an empty ref list, exactly as the same table with "" cells
+    cols = ["id", "answer_value", "ref_id", "explanation", "Usage"]
+    nulls = pl.DataFrame({"id": ["q1", "q2"], "answer_value": [None, "5"], "ref_id": [None, "['a']"],
+                          "explanation": ["e", None], "Usage": [None, "Public"]}, schema={c: pl.String for c in cols})
+    blanks = nulls.with_columns(pl.all().fill_null(""))
+    sub = pl.DataFrame({"id": ["q1"], "answer_value": ["is_blank"], "ref_id": ["is_blank"], "explanation": ["e"]})
+    a, b = score_frames(nulls, sub), score_frames(blanks, sub)
+    assert a.table.drop("truth_value", "truth_ref").equals(b.table.drop("truth_value", "truth_ref"))
+    row = a.table.row(0, named=True)
+    assert (row["truth_blank"], row["value_ok"], row["ref_score"], row["na_ok"]) == (False, False, 0.0, True)
+    assert sorted(a.per_usage) == ["(none)", "Public"]  # a null Usage is the unnamed split
+    # no answer_unit column: the missing q2 has no unit verdict (null), not a wrong one
+    missing = a.table.row(1, named=True)
+    assert (missing["qid"], missing["missing"], missing["unit_ok"], a.unit) == ("q2", True, None, None)
