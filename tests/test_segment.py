@@ -457,6 +457,24 @@ def test_table_of_contents_lines_are_no_headings():
     ]
 
 
+@pytest.mark.parametrize("leader", [" . . . .", "", "....."])
+def test_the_body_heading_that_repeats_a_contents_entry_is_kept(leader):
+    # no "Abstract" between the contents and the body: the repeated "1 Introduction" ends the run
+    text = (
+        "Contents\n"
+        f"1 Introduction{leader} 3\n2 Background{leader} 5\n3 Method{leader} 9\n4 Results{leader} 12\n"
+        "1 Introduction\n"
+        "Large models need large clusters, and large clusters need a lot of cooling.\n"
+        "2 Background\n"
+        "Earlier work measured single servers rather than whole machine rooms."
+    )
+    sections = segment_document([_text_block(text)], "Doc")
+    assert [s.title for s in sections] == ["Contents", "1 Introduction", "2 Background"]
+    assert len(sections[0].paragraphs[0].sentences) == 4  # the four entries, not the body heading
+    assert sections[1].paragraphs[0].sentences == [
+        "Large models need large clusters, and large clusters need a lot of cooling."]
+
+
 def test_raw_table_rows_and_a_figure_caption():
     text = (
         "1 Results\n"

@@ -353,9 +353,11 @@ _TOC_LINE = re.compile(r"^(?:\d{1,3}(?:\.\d{1,2})*\.?\s+\S.{0,70}|.{2,80}?\s(?:\
 def _drop_contents_runs(items: list[_Item], cands: dict[int, HeadingMatch]) -> None:
     """A table of contents is a run of four or more short numbered lines ("3 Introduction",
     "Results ..... 12") with at most one short other line between them; its lines are not the
-    document's headings."""
+    document's headings. A line that repeats an entry of the run (page number and dot leaders
+    aside) is the body's first heading: the run ends before it."""
     lines = [i for i, it in enumerate(items) if it.kind == "line"]
     run: list[int] = []
+    entries: set[str] = set()
     gap = 0
 
     def close() -> None:
@@ -363,11 +365,16 @@ def _drop_contents_runs(items: list[_Item], cands: dict[int, HeadingMatch]) -> N
             for k in range(run[0], run[-1] + 1):
                 cands.pop(k, None)
         run.clear()
+        entries.clear()
 
     for i in lines:
         text = items[i].text
         if _TOC_LINE.match(text) and not ends_sentence(text):
+            entry = _toc_entry(text)
+            if entry in entries:
+                close()
             run.append(i)
+            entries.add(entry)
             gap = 0
         elif run and gap == 0 and len(text) < 60 and not ends_sentence(text):
             gap = 1
@@ -375,6 +382,15 @@ def _drop_contents_runs(items: list[_Item], cands: dict[int, HeadingMatch]) -> N
             close()
             gap = 0
     close()
+
+
+def _toc_entry(text: str) -> str:
+    """A contents line without its page number and dot leaders, lower case: "1 Introduction . . 3"
+    and "1 Introduction" are the same entry."""
+    return _TOC_PAGE.sub("", text).strip().lower()
+
+
+_TOC_PAGE = re.compile(r"(?:\s?\.){2,}\s*\d{1,3}$|\s\d{1,3}$")
 
 
 _KNOWN_LOWER = frozenset(
