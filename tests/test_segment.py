@@ -992,3 +992,39 @@ def test_run_in_heading_on_a_later_page():
         ("2 Method", "2 Method", 1, "heading", 3, [("text", 3, False, [
             "We logged the power of every rack at one minute intervals all year."])]),
     ]
+
+
+def test_block_items_pages_levels_and_line_widths():
+    from kohaku.text.segment import _block_items
+
+    blocks = [
+        {"page": 2, "kind": "heading", "text": "A\n\n  Title ,  Part", "level": None},  # lines joined, level 1
+        {"kind": "heading", "text": "Sub", "level": 3, "page": "4"},
+        {"kind": "table", "text": "a 1\n\n b 2 ", "page": None},  # no page: page 1; empty rows dropped
+        {"kind": "caption", "text": "\nFig 1\nmore"},
+        {"kind": "heading", "text": "  \n"}, {"kind": "table", "text": " \n"}, {"kind": "caption", "text": ""},
+        # six lines of >= 3 characters (one of exactly 3): the block's own width, the 80th percentile
+        # of their lengths
+        {"kind": "text", "page": 3, "text": "abcdef\r\nab\r   x\n\nlonger line here\nabc\n1234567\n123456789\n1234567890"},
+        # too few lines: the document's width (80th percentile of all its lines of >= 3 characters:
+        # 3, 3, 6, 7, 9, 9, 10, 16, 31)
+        {"kind": None, "text": "short one\nxy\nxyz\na much much longer line of text"},
+    ]
+    got = [(it.kind, it.text, it.page, it.indent, it.level, it.width, it.rows, it.lines) for it in _block_items(blocks)]
+    brk = lambda page: ("break", "", page, 0, None, 80.0, [], [])  # noqa: E731
+    line = lambda text, page, width, indent=0: ("line", text, page, indent, None, width, [], [])  # noqa: E731
+    assert got == [
+        brk(2), ("heading", "A Title, Part", 2, 0, 1, 80.0, [], []),
+        brk(4), ("heading", "Sub", 4, 0, 3, 80.0, [], []),
+        brk(1), ("table", "", 1, 0, None, 80.0, ["a 1", "b 2"], []),
+        brk(1), ("caption", "", 1, 0, None, 80.0, [], ["Fig 1", "more"]),
+        brk(1), brk(1), brk(1),  # empty heading, table and caption blocks leave only their break
+        brk(3), line("abcdef", 3, 10.0), line("ab", 3, 10.0), line("x", 3, 10.0, indent=3),
+        ("blank", "", 3, 0, None, 80.0, [], []),
+        line("longer line here", 3, 10.0), line("abc", 3, 10.0), line("1234567", 3, 10.0),
+        line("123456789", 3, 10.0), line("1234567890", 3, 10.0),
+        brk(1), line("short one", 1, 10.0), line("xy", 1, 10.0), line("xyz", 1, 10.0),
+        line("a much much longer line of text", 1, 10.0),
+    ]
+    # no line of three characters anywhere: the default width
+    assert [it.width for it in _block_items([{"text": "ab\nx"}])] == [80.0, 80.0, 80.0]
