@@ -47,7 +47,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "context": ("kohaku/retrieval/context.py", ["tests/test_context.py"]),
     "artifacts": ("kohaku/artifacts.py", ["tests/test_pipeline_cache.py", "tests/test_cache_lock.py"]),
     "segment": ("kohaku/text/segment.py", ["tests/test_segment.py", "tests/test_segment_headings.py",
-                                          "tests/test_segment_tables.py"]),
+                                          "tests/test_segment_layout.py"]),
 }
 
 PRELOAD = ["pytest", "numpy", "polars", "pyarrow", "torch", "hypothesis", "yaml", "omegaconf", "hydra", "kohaku.pipeline", "kohaku.stages", "kohaku.voting", "kohaku.metrics", "kohaku.retrieval.retrieve", "kohaku.artifacts", "kohaku.text.segment"]
