@@ -1028,3 +1028,100 @@ def test_block_items_pages_levels_and_line_widths():
     ]
     # no line of three characters anywhere: the default width
     assert [it.width for it in _block_items([{"text": "ab\nx"}])] == [80.0, 80.0, 80.0]
+
+
+def test_prev_line_skips_every_blank_and_break_one_by_one():
+    items = _items("first", "second", "", "third")
+    assert _prev_line(items, 3) is items[1]  # the line right before the blank, not the one before it
+
+
+def test_cut_paragraph_boundaries():
+    # lengths only matter: a part closes before a sentence whose first half would take the part
+    # past target = total / n_parts (total counts one space per sentence)
+    sizes = lambda parts: [[len(s) for s in part] for part in parts]  # noqa: E731
+    cut = lambda lengths, max_chars: sizes(_cut_paragraph(["x" * n for n in lengths], max_chars))  # noqa: E731
+    # total 72, two parts of target 36: 7 + 19 + 13.5 > 36 closes the first part before the 27
+    assert cut([6, 18, 27, 17], 70) == [[6, 18], [27, 17]]
+    # total 89, four parts of target 22.25: never more parts than n_parts, the last takes the rest
+    assert cut([26, 28, 10, 21], 23) == [[26], [28], [10, 21]]
+    # total 73, two parts of target 36.5: 21 + 15 = 36 is not > 36.5, so the 30 joins the first part
+    assert cut([20, 30, 20], 39) == [[20, 30], [20]]
+    # total 56, two parts of target 28: 20 + 8 = 28 is not > 28 (a tie stays), 37 + 9 > 28 closes
+    assert cut([19, 16, 18], 55) == [[19, 16], [18]]
+
+
+def test_finish_paragraphs_drops_empty_ones_and_goes_on():
+    from kohaku.text.segment import _finish_paragraphs
+
+    def finish(paragraphs, **cfg):
+        sec = Section("S", 1, "heading", paragraphs=paragraphs)
+        _finish_paragraphs([sec], set(), SegmentConfig(**cfg))
+        return [(p.kind, p.text, p.sentences) for p in sec.paragraphs]
+
+    body = "The racks drew more power in the summer than in the winter months."
+    # a table with only blank rows and a text with fewer than two letters are dropped; the
+    # paragraphs after them are still finished
+    assert finish([Paragraph("table", 1, lines=["", "  "]), Paragraph("text", 1, lines=["12 34 5"]),
+                   Paragraph("text", 1, lines=[body])]) == [("text", body, [body])]
+    assert finish([Paragraph("text", 1, lines=["Go."])], min_paragraph_chars=0) == [("text", "Go.", ["Go."])]  # two letters
+    # sentences are cut at max_sentence_chars; a cut paragraph's text is its sentences joined by spaces
+    long = "The first part of the sentence runs on, the second part runs on, and the third part ends here."
+    got = finish([Paragraph("text", 1, lines=[long])], max_sentence_chars=40, min_sentence_chars=5)
+    assert [s for _, _, ss in got for s in ss] == [
+        "The first part of the sentence runs on,", "the second part runs on,", "and the third part ends here."]
+    three = finish([Paragraph("text", 1, lines=[body, body, body])], max_paragraph_chars=150)
+    assert [(t, ss) for _, t, ss in three] == [(f"{body} {body}", [body, body]), (body, [body])]
+
+
+def test_a_table_caption_after_its_table_is_consumed_once():
+    from kohaku.text.segment import _attach_table_captions
+
+    intro, outro = _para(LONG_PARA), _para("The next paragraph goes on after the table here.")
+    table = _para("A 10\nB 20", "table", sentences=["A 10", "B 20"])
+    out = _attach_table_captions([intro, table, _para("Table 1: Power per rack.", caption=True), outro])
+    assert [(p.kind, p.caption, p.sentences) for p in out] == [
+        ("text", False, [LONG_PARA]),
+        ("table", False, ["Table 1: Power per rack.", "A 10", "B 20"]),
+        ("text", False, ["The next paragraph goes on after the table here."]),
+    ]
+
+
+def test_merge_tiny_edges():
+    # exactly min_chars is long enough to stand alone
+    ten = "Ten chars."
+    assert _shown(_merge_tiny([_para(ten), _para(LONG_PARA)], len(ten), 5)) == [
+        ("text", False, ten, [ten]), ("text", False, LONG_PARA, [LONG_PARA])]
+    # a tiny last paragraph joins the previous one's last sentence; the earlier sentences stay
+    prev = _para("First sentence of it. Second sentence of it.",
+                 sentences=["First sentence of it.", "Second sentence of it.", "Third sentence of it."])
+    assert _merge_tiny([prev, _para("End.")], 10, 5)[0].sentences == [
+        "First sentence of it.", "Second sentence of it.", "Third sentence of it. End."]
+    # a previous paragraph without sentences takes the tiny one's
+    bare = Paragraph("text", 1, text=LONG_PARA, sentences=[])
+    assert _merge_tiny([bare, _para("End.")], 10, 5)[0].sentences == ["End."]
+
+
+def test_join_first_merges_a_short_lead_into_the_next_sentence():
+    assert _join_first(["Hi.", "Yo."], ["The rest of the paragraph.", "More."], 15) == [
+        "Hi. Yo. The rest of the paragraph.", "More."]
+
+
+def test_fold_empty_sections_paths_from_a_heading_first():
+    from kohaku.text.segment import _fold_empty_sections
+
+    secs = [Section("1 A", 1, "heading", level=1), Section("1.1 B", 1, "heading", level=2, paragraphs=[_para("x")])]
+    assert [(s.title, s.path) for s in _fold_empty_sections(secs)] == [("1.1 B", "1 A > 1.1 B")]
+
+
+def test_hyphen_evidence_from_blocks_without_a_kind_and_empty_blocks():
+    cfg = SegmentConfig(page_fallback=False)
+    broken = _text_block("1 Intro\nThe chips are built by design, and the\nvery energy-\nefficient chips "
+                         "draw less power in every test.")
+    evidence = {"page": 1, "text": "Both energy-efficient chips and fans."}  # no kind: a text block
+    text = segment_document([broken, evidence], "D", cfg)[0].paragraphs[0].text
+    assert text.startswith("The chips are built by design, and the very energy-efficient chips")
+    # an empty text block adds no word: "xx-xx" seen in a line, "xxxx" never, so the break keeps its hyphen
+    xx = _text_block("1 Intro\nThe model xx-xx is used, and the\nsame xx-\nxx model is used in every test here.")
+    for blocks in ([xx], [xx, {"page": 1, "kind": "text", "text": None}]):
+        text = segment_document(blocks, "D", cfg)[0].paragraphs[0].text
+        assert text == "The model xx-xx is used, and the same xx-xx model is used in every test here."
