@@ -1125,3 +1125,25 @@ def test_hyphen_evidence_from_blocks_without_a_kind_and_empty_blocks():
     for blocks in ([xx], [xx, {"page": 1, "kind": "text", "text": None}]):
         text = segment_document(blocks, "D", cfg)[0].paragraphs[0].text
         assert text == "The model xx-xx is used, and the same xx-xx model is used in every test here."
+
+
+@pytest.mark.parametrize("lines, kept", [
+    # four entries with one short other line among them: the whole span (that line too) is no heading
+    (["Contents", "1 Introduction 3", "2 Method 5", "PART TWO", "3 Results 9", "4 Outlook 12", "Abstract",
+      "We measure the cooling of a cluster over one year."], [0, 6, 7]),
+    # two other lines in a row end the run: two runs of two entries, too short to be contents
+    (["1 Introduction 3", "2 Method 5", "PART TWO", "PART THREE", "3 Results 9", "4 Outlook 12"], [0, 1, 2, 3, 4, 5]),
+    # the other line must be short (< 60 characters) and not end a sentence
+    (["1 Introduction 3", "2 Method 5", "x" * 60, "3 Results 9", "4 Outlook 12"], [0, 1, 2, 3, 4]),
+    (["1 Introduction 3", "2 Method 5", "x" * 59, "3 Results 9", "4 Outlook 12"], []),
+    (["1 Introduction 3", "2 Method 5", "It ends.", "3 Results 9", "4 Outlook 12"], [0, 1, 2, 3, 4]),
+    # a line repeating an entry starts the body: the run before it is the contents
+    (["1 Introduction 3", "2 Method 5", "3 Results 9", "4 Outlook 12", "1 Introduction", "2 Method"], [4, 5]),
+])
+def test_contents_run_rule(lines, kept):
+    from kohaku.text.segment import _drop_contents_runs
+
+    items = [_Item("line", text=t) for t in lines]
+    cands = {i: match_heading("1 Any") for i in range(len(items))}  # every line a candidate
+    _drop_contents_runs(items, cands)
+    assert sorted(cands) == kept
