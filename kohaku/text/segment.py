@@ -393,8 +393,10 @@ def _toc_entry(text: str) -> str:
 _TOC_PAGE = re.compile(r"(?:\s?\.){2,}\s*\d{1,3}$|\s\d{1,3}$")
 
 
+# section names that win a numbering tie ("2 Related Work" over a list item "2 Data ..."); whole
+# names only: "work" or "related" alone are no section names
 _KNOWN_LOWER = frozenset(
-    "abstract introduction background related work conclusion conclusions discussion results "
+    "abstract introduction background conclusion conclusions discussion results "
     "methods methodology evaluation references experiments".split()
 ) | {"related work", "experimental setup", "future work"}
 
