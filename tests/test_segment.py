@@ -628,6 +628,7 @@ LONG_END = "A long line that ends a sentence after many words of text on the pag
         ("mid sentence and", "• a bullet", (0, 0), True),
         (LONG_END, "(1) First item", (0, 0), True),
         ("the items are;", "(a) next item", (0, 0), True),
+        ("the items are; ", "(a) next item", (0, 0), True),  # the ';' read before trailing spaces
         ("mid sentence and", "(1) first item", (0, 0), False),
         (LONG_END, "Next sentence", (0, 2), True),  # indented after a sentence end
         (LONG_END, "Next sentence", (0, 1), False),
