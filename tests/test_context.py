@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import polars as pl
 import pytest
@@ -12,7 +13,8 @@ from kohaku.retrieval.context import GAP, PARA_GAP, ContextBuilder, RenderConfig
 from kohaku.retrieval.retrieve import RetrieveConfig
 from kohaku.text.tokens import count_tokens
 
-# doc -> sections (title, paragraphs (kind, sentences)); table rows are the sentences of a table
+# doc -> sections (title, paragraphs (kind, sentences[, paragraph text])); table rows are the
+# sentences of a table; a paragraph given as (kind, text) has no sentences
 DOCS = {
     "d": [
         ("Intro", [("text", ["One two three.", "Four five six."])]),
@@ -40,9 +42,12 @@ def make_nodes(docs=DOCS) -> pl.DataFrame:
         for si, (title, paras) in enumerate(sections, 1):
             sid = f"{doc}#s{si}"
             add(sid, doc, 1, "section", si, title, title, "heading")
-            for pi, (kind, sents) in enumerate(paras, 1):
+            for pi, (kind, sents, *own) in enumerate(paras, 1):
                 pid = f"{sid}.p{pi}"
-                add(pid, sid, 2, "paragraph", pi, title, ("\n" if kind == "table" else " ").join(sents), kind)
+                if isinstance(sents, str):  # a paragraph with no sentences
+                    own, sents = [sents], []
+                text = own[0] if own else ("\n" if kind == "table" else " ").join(sents)
+                add(pid, sid, 2, "paragraph", pi, title, text, kind)
                 for ti, s in enumerate(sents, 1):
                     add(f"{pid}.t{ti}", pid, 3, "sentence", ti, title, s, kind)
     # rows shuffled: the view must not rely on the table's row order
@@ -235,3 +240,273 @@ def test_trimming_and_citations_follow_the_blocks_whatever_the_format(separator,
     gens, summary = run_infer(questions, contexts, fake, cfg)
     assert fake.calls[0][0].json_schema["properties"]["ref_id"]["items"]["enum"] == ["e", "d"]
     assert summary["trimmed"] == 0 and separator.join(ctx.blocks) in fake.calls[0][0].messages[-1]["content"]
+
+
+# ------------------------------------------------------------------ config validation
+@pytest.mark.parametrize("kw,message", [
+    (dict(expand="section"), "expand='section': use none, window, paragraph, span"),
+    (dict(heading="some"), "heading='some': use none, paragraphs, all"),
+    (dict(window=-1), "window must be >= 0"),
+    (dict(fill_patience=-1), "fill_patience=-1: use 0 (off) or a count"),
+    (dict(span_share=1.5), "span_share=1.5: use a share of the budget in [0, 1]"),
+    (dict(span_share=-0.1), "span_share=-0.1: use a share of the budget in [0, 1]"),
+])
+def test_render_config_errors_name_the_key_and_the_fix(kw, message):
+    # each bad rendering key is refused with a message naming the key and what to use instead
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        RenderConfig(**kw).validate()
+
+
+def test_render_config_bounds_are_inclusive():
+    # window 0 (the hit alone), fill_patience 0 (off) and span_share 0 or 1 are all valid
+    for kw in (dict(window=0), dict(fill_patience=0), dict(span_share=0.0), dict(span_share=1.0)):
+        RenderConfig(**kw).validate()
+
+
+# ---------------------------------------------------------------- units and fallbacks
+def test_span_before_side_takes_the_nearest_leaf_and_counts_it():
+    # growing before the hit takes the leaf right before the range and adds that leaf's tokens
+    b = ContextBuilder(VIEW, RenderConfig())
+    leaves = VIEW.leaves[ROW["d#s2"]]
+    table = ["d#s2.p3.t1", "d#s2.p3.t2", "d#s2.p3.t3"]
+    assert [tok(n) for n in table] == [4, 2, 2]
+    for target, want in ((3, table[2:]), (4, table[1:]), (7, table[1:]), (8, table)):
+        c, lo, hi = b._span(ROW["d#s2.p3.t3"], target)
+        assert ids(leaves[lo:hi]) == want, target
+
+
+def test_span_is_never_smaller_than_the_window():
+    # span_share * budget (4 tokens) is less than the window (10 tokens): the window is the unit
+    c = build_ctx(["d#s2.p2.t1"], budget=40, expand="span", span_share=0.1, heading="none")
+    assert c.node_ids == ["d#s2.p2.t1", "d#s2.p2.t2"]
+
+
+@pytest.mark.parametrize("expand,budget,want", [
+    # the paragraph when it fits, else the window, else the sentence, else nothing
+    ("paragraph", 100, ["d#s2.p2"]),
+    ("paragraph", 6 + 10, ["d#s2.p2.t1", "d#s2.p2.t2"]),
+    ("paragraph", 6 + 5, ["d#s2.p2.t1"]),
+    ("paragraph", 6 + 4, []),
+    # the window when it fits, else the sentence
+    ("window", 6 + 10, ["d#s2.p2.t1", "d#s2.p2.t2"]),
+    ("window", 6 + 5, ["d#s2.p2.t1"]),
+    ("none", 6 + 5, ["d#s2.p2.t1"]),
+])
+def test_sentence_units_fall_back_from_largest_to_the_sentence(expand, budget, want):
+    # header "[ref_id=d] " is 6 tokens; the hit is 5, its window (the next sentence too) 10
+    assert count_tokens("[ref_id=d] ") == 6 and tok("d#s2.p2.t1") == 5
+    c = build_ctx(["d#s2.p2.t1"], budget=budget, expand=expand, window=1, heading="none")
+    assert c.node_ids == want and c.n_tokens <= budget
+
+
+def test_a_document_hit_is_all_its_sections_and_adds_only_what_is_missing():
+    # a document hit is one block per section, all their leaves; sections already whole in the
+    # context are skipped and the others still come in
+    full = ["d#s1", "d#s2"]
+    c = build_ctx(["d"], expand="none", heading="none")
+    assert c.node_ids == full and c.n_blocks == 2 and c.n_units == 1
+    assert c.blocks[0] == "[ref_id=d] One two three. Four five six."
+    c = build_ctx(["d#s1", "d"], expand="none", heading="none")
+    assert c.node_ids == full and c.n_units == 2
+
+
+# the first row of the table may be any node: row numbers carry no meaning
+@pytest.mark.parametrize("first", ["d#s2", "d#s2.p2", "d"])
+def test_units_do_not_depend_on_row_numbers(first):
+    nodes = pl.concat([NODES.filter(pl.col("node_id") == first), NODES.filter(pl.col("node_id") != first)])
+    view = TreeView(nodes)
+    row = {nid: i for i, nid in enumerate(view.node_id)}
+    assert row[first] == 0
+    b = ContextBuilder(view, RenderConfig(expand="window", window=1, heading="none"))
+    for hit, want in (("d#s2.p2.t1", ["d#s2.p2.t1", "d#s2.p2.t2"]), ("d#s2.p2", ["d#s2.p2"]),
+                      ("d#s2.p3.t2", ["d#s2.p3"]), ("d#s2", ["d#s2"])):
+        assert b.build([row[hit]], 10_000).node_ids == want, hit
+
+
+# headings and whole-paragraph text: f's first paragraph has its own text (a lead-in its sentences
+# leave out), g's section has no title, n's paragraphs have no sentences, h has a section with no
+# paragraphs, q's sentences start with punctuation
+DOCS2 = {
+    "f": [("Setup", [("text", ["A lamp.", "A lens."], "Setup: A lamp. A lens."),
+                     ("text", ["Setup of the rig.", "We used a lamp.", "It was warm."])])],
+    "g": [("", [("text", ["Untitled text."])])],
+    "n": [("Notes", [("text", "First note."), ("text", "Second note."), ("text", "Third note.")])],
+    "h": [("Alone", []), ("More", [("text", ["More one.", "More two.", "More three."])])],
+    "q": [("Quotes", [("text", ["(a) One.", "(b) Two."])])],
+}
+VIEW2 = TreeView(make_nodes(DOCS2))
+ROW2 = {nid: i for i, nid in enumerate(VIEW2.node_id)}
+
+
+def build2(hits, budget=10_000, **kw):
+    kw = {"expand": "none", **kw}
+    c = ContextBuilder(VIEW2, RenderConfig(**kw)).build([ROW2[h] for h in hits], budget)
+    assert c.n_tokens == count_tokens(c.context)  # the summed counts match the text
+    return c
+
+
+def test_childless_paragraphs_are_sentences_of_their_section():
+    # a leaf under a section (a paragraph with no sentences) expands over its sibling paragraphs
+    c = build2(["n#s1.p2"], expand="window", heading="none")
+    assert c.context == "[ref_id=n] First note.\nSecond note.\nThird note."
+    assert c.node_ids == ["n#s1"]
+    # a leaf right under the document (a section with no paragraphs) is only itself
+    c = build2(["h#s1"], expand="window", heading="none")
+    assert c.context == "[ref_id=h] Alone" and c.node_ids == ["h#s1"]
+
+
+@pytest.mark.parametrize("hits,heading,context", [
+    # a whole paragraph renders as its own text: it starts with the title, so no title line
+    (["f#s1.p1"], "all", "[ref_id=f] Setup: A lamp. A lens."),
+    (["f#s1.p1.t1", "f#s1.p1.t2"], "all", "[ref_id=f] Setup: A lamp. A lens."),
+    (["f#s1.p1.t2", "f#s1.p1"], "paragraphs", "[ref_id=f] Setup: A lamp. A lens."),
+    # a partial paragraph renders its sentences, which do not start with the title
+    (["f#s1.p1.t1"], "all", "[ref_id=f] Setup\nA lamp."),
+    (["f#s1.p1.t1"], "paragraphs", "[ref_id=f] A lamp."),  # no whole paragraph: no title
+    # the block's first leaf decides, wherever later units land
+    (["f#s1.p1", "f#s1.p2.t2"], "all", f"[ref_id=f] Setup: A lamp. A lens.{PARA_GAP}We used a lamp."),
+    (["f#s1.p2.t1", "f#s1.p2.t2"], "all", "[ref_id=f] Setup of the rig. We used a lamp."),
+    (["f#s1.p2.t2", "f#s1.p2.t1"], "all", "[ref_id=f] Setup of the rig. We used a lamp."),
+    (["f#s1.p2.t2"], "all", "[ref_id=f] Setup\nWe used a lamp."),
+    # a section without a title gets no title line
+    (["g#s1.p1"], "all", "[ref_id=g] Untitled text."),
+])
+def test_title_line_is_left_out_when_the_block_starts_with_the_title(hits, heading, context):
+    # rule: the title line is shown (mode all, or paragraphs with a whole paragraph in the block)
+    # unless the block's text starts with the title: the whole paragraph's own text when the
+    # first leaf's paragraph is whole, else the first sentence; the counts include the whole
+    # paragraph's own text (here 3 tokens more than its sentences)
+    c = build2(hits, heading=heading)
+    assert c.context == context
+
+
+@pytest.mark.parametrize("hits", [
+    ["d#s2.p2.t1", "d#s2.p2.t2", "d#s2.p2.t3"],
+    ["d#s2.p2.t3", "d#s2.p2.t1", "d#s2.p2.t2"],
+    ["d#s2.p2.t2", "d#s2.p2"],  # the paragraph hit fills both sides of its middle sentence
+])
+def test_a_paragraph_completed_piece_by_piece_is_whole(hits):
+    # leaves of one paragraph added by several units make it whole: it gets the title line
+    # (heading=paragraphs) and its node id
+    c = build_ctx(hits, expand="none", heading="paragraphs")
+    assert c.context == "[ref_id=d] Results\nHit sentence here. Next one follows. Last of para."
+    assert c.node_ids == ["d#s2.p2"] and c.n_tokens == count_tokens(c.context)
+
+
+# ---------------------------------------------------------------------------- budget
+def test_extending_a_block_costs_no_separator():
+    # the paragraph before the hit joins its block: 6 header + 12 + 5 tokens, no separator
+    c = build_ctx(["d#s2.p2.t1", "d#s2.p1"], budget=23, expand="none", heading="none")
+    assert c.context == "[ref_id=d] Alpha beta gamma. Delta epsilon zeta.\nHit sentence here."
+    assert c.n_tokens == 23 and c.node_ids == ["d#s2.p1", "d#s2.p2.t1"]
+
+
+@pytest.mark.parametrize("block_format,heading_format", [
+    ("[ref_id={doc_id}] {heading}{text}", "{section}\n"),
+    ("[{doc_id} p{page:>2}] {section:.3}: {heading}{text}", "{section} (p. {page:>2}, {doc_id})\n"),
+    ("doc{doc_id}: {text}", "{section}\n"),
+])
+def test_filling_goes_on_while_a_one_token_block_still_fits(block_format, heading_format):
+    # the budget counts as full only when not even a new block (separator, the header of a
+    # one-letter document with empty fields, one token of text) fits; with exactly that much
+    # room left the next sentence (5 tokens, joining the block) is still placed
+    first = build_ctx(["d#s2.p2.t1"], expand="none", heading="none", block_format=block_format,
+                      heading_format=heading_format)
+    room = count_tokens("\n---\n") + count_tokens(block_format.format(
+        doc_id="x", heading="", text="", section="", page="")) + 1
+    c = build_ctx(["d#s2.p2.t1", "d#s2.p2.t2"], budget=first.n_tokens + room, expand="none",
+                  heading="none", block_format=block_format, heading_format=heading_format)
+    assert c.node_ids == ["d#s2.p2.t1", "d#s2.p2.t2"] and c.n_tokens == first.n_tokens + 5
+
+
+def test_n_units_counts_the_ranked_nodes_that_added_text():
+    # a repeated hit adds nothing and is not a unit
+    c = build_ctx(["d#s2.p2.t1", "d#s2.p2.t2", "d#s2.p2.t1", "e#s1.p1.t1"], expand="none")
+    assert c.n_units == 3 and c.n_blocks == 2
+
+
+BIG, S1, S2, S3 = "d", "d#s1.p1.t1", "e#s1.p1.t1", "d#s2.p4.t1"
+PLACED_AS = {S1: "d#s1.p1.t1", S2: "e#s1", S3: "d#s2.p4"}  # S2, S3 are whole sections/paragraphs
+
+
+@pytest.mark.parametrize("patience,hits,want", [
+    # stop after `patience` ranked nodes in a row that do not fit; a placed one resets the count
+    (2, [BIG, S1, BIG, BIG, S2], [S1]),
+    (2, [S1, BIG, S2], [S1, S2]),
+    (2, [BIG, S1, BIG, S2, BIG, S3], [S1, S2, S3]),
+    (3, [BIG, BIG, BIG, S1], []),
+    (3, [BIG, BIG, S1], [S1]),
+    # a node already in the context is no miss
+    (2, [S1, BIG, S1, BIG, S2], [S1, S2]),
+    # 0: every ranked node is tried
+    (0, [BIG] * 5 + [S1], [S1]),
+])
+def test_fill_patience_stops_after_that_many_misses_in_a_row(patience, hits, want):
+    # the whole document "d" (64 tokens) never fits 45; each single sentence does
+    c = build_ctx(hits, budget=45, expand="none", heading="none", fill_patience=patience)
+    assert c.node_ids == [PLACED_AS[h] for h in want] and c.n_units == len(want)
+
+
+# ------------------------------------------------------------------ formats and counts
+@pytest.mark.parametrize("block_format,separator,additive", [
+    ("[ref_id={doc_id}] {heading}{text}", "\n---\n", True),                   # the defaults
+    ("<document id=\"{doc_id}\">\n{heading}{text}\n</document>", "\n\n=====\n\n", True),
+    ("[ref_id={doc_id}]{text}", "\n---\n", True),  # punctuation is a token of its own
+    ("doc{doc_id}:{text}", "\n---\n", True),
+    ("{doc_id}{text}", "\n---\n", False),  # the text glued to the document id
+    ("{text}{doc_id}", "\n---\n", False),
+    ("{page}{text}", "\n---\n", False),  # ... to the page
+    ("ref{heading}_{text}", "\n---\n", False),  # ... to what follows the title line
+    ("{doc_id}: {text}", "", False),  # one block's last word glued to the next block
+])
+def test_counts_are_summed_only_for_formats_that_join_text_by_whitespace_or_punctuation(
+        block_format, separator, additive):
+    # a context's token count is the sum of its parts only when the format and the separator
+    # never glue the text to a word character; otherwise the blocks are counted on the final
+    # text; either way n_tokens is the count of the context
+    b = ContextBuilder(VIEW, RenderConfig(block_format=block_format, separator=separator,
+                                          expand="none", heading="all"))
+    assert b.additive is additive
+    c = b.build([ROW["d#s2.p3.t3"], ROW["e#s1.p1.t1"], ROW["d#s2.p2.t1"]], 10_000)
+    assert c.n_blocks == 2 and c.n_tokens == count_tokens(c.context)
+
+
+def test_exact_counts_keep_a_context_that_fits_the_budget_exactly():
+    # with a non-additive format the blocks are counted on the final text; a context of exactly
+    # the budget keeps all its blocks (here no text is glued: the sentences end with a period)
+    kw = dict(block_format="{text}{doc_id}", expand="none", heading="none")
+    assert count_tokens("Hit sentence here.d") == 6 and count_tokens("Elsewhere text sits.e") == 7
+    c = build_ctx(["d#s2.p2.t1", "e#s1.p1.t1"], budget=6 + 3 + 7, **kw)
+    assert c.context == "Hit sentence here.d\n---\nElsewhere text sits.e" and c.n_tokens == 16
+    assert c.blocks == ["Hit sentence here.d", "Elsewhere text sits.e"] and c.block_doc_ids == ["d", "e"]
+    c = build_ctx(["d#s2.p2.t1", "e#s1.p1.t1"], budget=15, **kw)
+    assert c.context == "Hit sentence here.d" and c.n_tokens == 6 and c.doc_ids == ["d"]
+
+
+def test_formats_get_every_field_with_its_value():
+    # block_format and heading_format may use doc_id, section and page (with format specs)
+    c = build_ctx(["d#s2.p2.t1"], expand="none", heading="all",
+                  block_format="[{doc_id} p{page:>2}] {section:.3}: {heading}{text}",
+                  heading_format="{section} (p. {page:>2}, {doc_id})\n")
+    assert c.context == "[d p 1] Res: Results (p.  1, d)\nHit sentence here."
+    assert c.n_tokens == count_tokens(c.context)
+
+
+def test_exact_counts_drop_trailing_blocks_while_over_the_budget():
+    # with a non-additive format the context is counted on its final text and trailing blocks are
+    # dropped while it is over the budget. "{doc_id}{text}{doc_id}" planned as header + text
+    # undercounts a text in parentheses: the empty block "qq" is 1 token, "q(a) One.q" is 7, not 1 + 5
+    fmt = "{doc_id}{text}{doc_id}"
+    b = ContextBuilder(VIEW2, RenderConfig(block_format=fmt, expand="none", heading="none"))
+    assert b.additive is False
+    assert (count_tokens("qq"), count_tokens("(a) One."), count_tokens("q(a) One.q")) == (1, 5, 7)
+    assert count_tokens("nFirst note.n") == count_tokens("nn") + count_tokens("First note.") == 5
+    hits = [ROW2["n#s1.p1"], ROW2["q#s1.p1.t1"]]
+    c = b.build(hits, 5 + 3 + 7)  # room for the exact count
+    assert c.context == "nFirst note.n\n---\nq(a) One.q" and c.n_tokens == 15
+    c = b.build(hits, 5 + 3 + 6)  # room for the planned count only: the second block goes
+    assert c.context == "nFirst note.n" and c.n_tokens == 5
+    assert c.blocks == ["nFirst note.n"] and c.block_doc_ids == c.doc_ids == ["n"]
+    assert c.node_ids == ["n#s1.p1"] and c.n_blocks == 1
+    c = b.build(hits[1:], 6)  # a lone block over the budget: nothing is left
+    assert (c.context, c.n_tokens, c.n_blocks, c.blocks) == ("", 0, 0, [])
