@@ -510,3 +510,31 @@ def test_exact_counts_drop_trailing_blocks_while_over_the_budget():
     assert c.node_ids == ["n#s1.p1"] and c.n_blocks == 1
     c = b.build(hits[1:], 6)  # a lone block over the budget: nothing is left
     assert (c.context, c.n_tokens, c.n_blocks, c.blocks) == ("", 0, 0, [])
+
+
+@pytest.mark.parametrize("kw", [
+    dict(block_format="{section}{text}"),  # the text glued to the section title
+    dict(heading_format="{section}", heading="all"),  # the title line glued to the text
+])
+def test_text_glued_to_the_section_title_is_counted_exactly(kw):
+    # "Results" + "Alpha" read as one word: the sum of the parts over-counts, so the builder must
+    # see the format as not additive and count the rendered text
+    builder = ContextBuilder(VIEW, RenderConfig(expand="none", **kw))
+    assert builder.additive is False
+    c = builder.build([ROW["d#s2.p1.t1"]], 1000)
+    assert c.n_tokens == count_tokens(c.context)
+    assert c.context in ("ResultsAlpha beta gamma.", "[ref_id=d] ResultsAlpha beta gamma.")
+
+
+def test_a_unit_that_extends_a_block_fits_where_a_new_block_would_not():
+    # a block of both sentences is 16 tokens: after the first (11), no new block fits the
+    # budget of 16, but the second sentence still extends the block already there
+    c = build_ctx(["d#s2.p2.t1", "d#s2.p2.t2"], budget=16, expand="none", heading="none")
+    assert c.node_ids == ["d#s2.p2.t1", "d#s2.p2.t2"] and c.n_tokens == 16 == count_tokens(c.context)
+    assert c.context == "[ref_id=d] Hit sentence here. Next one follows."
+
+
+def test_a_numeric_page_format_spec_is_accepted():
+    builder = ContextBuilder(VIEW, RenderConfig(block_format="[ref_id={doc_id} p.{page:d}] {heading}{text}",
+                                                expand="none", heading="none"))
+    assert builder.build([ROW["d#s2.p1.t1"]], 1000).context == "[ref_id=d p.1] Alpha beta gamma."

@@ -113,22 +113,27 @@ class ContextBuilder:
         self.para_gap_tokens = count_tokens(PARA_GAP)
         self._head_tokens: dict[tuple[int, bool], int] = {}
         self.additive = self._is_additive()
-        # no unit is smaller than a header plus one token: stop scanning once that cannot fit
+        # no new block is smaller than a header plus one token (page: a number, as in the tree)
         self.min_unit = count_tokens(cfg.block_format.format(
-            doc_id="x", heading="", text="", section="", page="")) + 1
+            doc_id="x", heading="", text="", section="", page=1)) + 1
 
     def _is_additive(self) -> bool:
         """True when a context's token count is the sum of its parts (text is joined to the
         format by whitespace or punctuation), so counts need not be redone on the final text."""
         fmt, sep = self.cfg.block_format, self.cfg.separator
+        # a one-letter section title: text glued to it changes the count ("Ha" is one token, "Head"
+        # + "a" would be two either way); the heading line as heading_format makes it
         for text in ("a", "a b", "!a!", "ab_c1"):
-            for heading in ("", "Head\n"):
-                kw = dict(doc_id="d1", section="Head", page=3, heading=heading)
-                block = fmt.format(text=text, **kw)
-                if count_tokens(block) != count_tokens(fmt.format(text="", **kw)) + count_tokens(text):
-                    return False
-                if count_tokens(block + sep + block) != 2 * count_tokens(block) + count_tokens(sep):
-                    return False
+            for section in ("H", "Head"):
+                for show in (False, True):
+                    kw = dict(doc_id="d1", section=section, page=3)
+                    heading = self.cfg.heading_format.format(**kw) if show else ""
+                    block = fmt.format(text=text, heading=heading, **kw)
+                    empty = fmt.format(text="", heading=heading, **kw)
+                    if count_tokens(block) != count_tokens(empty) + count_tokens(text):
+                        return False
+                    if count_tokens(block + sep + block) != 2 * count_tokens(block) + count_tokens(sep):
+                        return False
         return True
 
     # ------------------------------------------------------------------------------ rendering
@@ -389,8 +394,9 @@ class ContextBuilder:
         patience = self.cfg.fill_patience
         for row in ranked_rows:
             row = int(row)
-            if cost(state["total"] + self.min_unit, len(blocks) + 1) > budget:
-                break  # the budget is full
+            if cost(state["total"] + self.min_unit, len(blocks) + 1) > budget and (
+                    not blocks or cost(state["total"] + 1, len(blocks)) > budget):
+                break  # the budget is full: no new block fits, nor one more token in a block
             placed = None
             for unit in self._candidates(row, budget):
                 placed = add(unit)
