@@ -538,3 +538,25 @@ def test_a_numeric_page_format_spec_is_accepted():
     builder = ContextBuilder(VIEW, RenderConfig(block_format="[ref_id={doc_id} p.{page:d}] {heading}{text}",
                                                 expand="none", heading="none"))
     assert builder.build([ROW["d#s2.p1.t1"]], 1000).context == "[ref_id=d p.1] Alpha beta gamma."
+
+
+def test_span_that_passed_its_window_falls_back_to_the_window():
+    # the hit is a childless paragraph between a three-sentence paragraph and two more paragraphs:
+    # its window (one sibling each side) is p1 (3 leaves), p2, p3; the span grows leaf by leaf
+    # (p3, p1.t3, p4, p1.t2) and so holds as many leaves but other ones; when it does not fit,
+    # the window is tried before the lone hit
+    docs = {"m": [("Mixed", [("text", ["Aa one.", "Ab two.", "Ac three."]), ("text", "Xx hit and more words here."),
+                             ("text", "Yy next and more words here."), ("text", "Zz.")])]}
+    view = TreeView(make_nodes(docs))
+    row = {nid: i for i, nid in enumerate(view.node_id)}
+    builder = ContextBuilder(view, RenderConfig(expand="span", window=1, span_share=0.0, heading="none"))
+    leaves = view.leaves[row["m#s1"]]
+    span = builder._span(row["m#s1.p2"], 0)
+    assert [view.node_id[x] for x in leaves[span[1]:span[2]]] == ["m#s1.p2"]  # target 0: the hit alone
+    units = [[view.node_id[x] for x in leaves[lo:hi]] for (_, lo, hi), in builder._candidates(row["m#s1.p2"], 0)]
+    assert units[:2] == [
+        ["m#s1.p1.t2", "m#s1.p1.t3", "m#s1.p2", "m#s1.p3", "m#s1.p4"],  # the span
+        ["m#s1.p1.t1", "m#s1.p1.t2", "m#s1.p1.t3", "m#s1.p2", "m#s1.p3"],  # the window: same size, other leaves
+    ]
+    c = builder.build([row["m#s1.p1"], row["m#s1.p2"]], 32)
+    assert c.node_ids == ["m#s1.p1", "m#s1.p2", "m#s1.p3"] and c.n_tokens <= 32

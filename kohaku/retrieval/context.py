@@ -347,7 +347,9 @@ class ContextBuilder:
             unit = self._span(row, target)
             size = unit[2] - unit[1]
             yield [unit]
-        if win[2] - win[1] < size:
+        # the window when it is smaller, or as large but other leaves (a span grows leaf by leaf
+        # and may pass a window of multi-leaf paragraphs before it has all of it)
+        if win[2] - win[1] < size or (win[2] - win[1] == size and mode == "span" and win[1:] != unit[1:]):
             size = win[2] - win[1]
             yield [win]
         if size > 1:
