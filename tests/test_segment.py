@@ -1007,9 +1007,10 @@ def test_block_items_pages_levels_and_line_widths():
         # six lines of >= 3 characters (one of exactly 3): the block's own width, the 80th percentile
         # of their lengths
         {"kind": "text", "page": 3, "text": "abcdef\r\nab\r   x\n\nlonger line here\nabc\n1234567\n123456789\n1234567890"},
-        # too few lines: the document's width (80th percentile of all its lines of >= 3 characters:
-        # 3, 3, 6, 7, 9, 9, 10, 16, 31)
-        {"kind": None, "text": "short one\nxy\nxyz\na much much longer line of text"},
+        # too few lines: the document's width, the 80th percentile of all its lines of >= 3
+        # characters (3, 3, 6, 7, 9, 10, 12, 16, 31: 12, unlike the block above and unlike 16
+        # without the 3-character lines)
+        {"kind": None, "text": "twelve chars\nxy\nxyz\na much much longer line of text"},
     ]
     got = [(it.kind, it.text, it.page, it.indent, it.level, it.width, it.rows, it.lines) for it in _block_items(blocks)]
     brk = lambda page: ("break", "", page, 0, None, 80.0, [], [])  # noqa: E731
@@ -1024,8 +1025,8 @@ def test_block_items_pages_levels_and_line_widths():
         ("blank", "", 3, 0, None, 80.0, [], []),
         line("longer line here", 3, 10.0), line("abc", 3, 10.0), line("1234567", 3, 10.0),
         line("123456789", 3, 10.0), line("1234567890", 3, 10.0),
-        brk(1), line("short one", 1, 10.0), line("xy", 1, 10.0), line("xyz", 1, 10.0),
-        line("a much much longer line of text", 1, 10.0),
+        brk(1), line("twelve chars", 1, 12.0), line("xy", 1, 12.0), line("xyz", 1, 12.0),
+        line("a much much longer line of text", 1, 12.0),
     ]
     # no line of three characters anywhere: the default width
     assert [it.width for it in _block_items([{"text": "ab\nx"}])] == [80.0, 80.0, 80.0]
