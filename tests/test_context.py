@@ -560,3 +560,35 @@ def test_span_that_passed_its_window_falls_back_to_the_window():
     ]
     c = builder.build([row["m#s1.p1"], row["m#s1.p2"]], 32)
     assert c.node_ids == ["m#s1.p1", "m#s1.p2", "m#s1.p3"] and c.n_tokens <= 32
+
+
+ONE = {"q": [("S", [("text", ["Ping", "Pong"])]), ("T", [("text", ["Bye"])])]}  # one-token sentences
+VIEW1 = TreeView(make_nodes(ONE))
+ROW1 = {nid: i for i, nid in enumerate(VIEW1.node_id)}
+
+
+def test_the_budget_full_stop_is_exact_at_its_edges():
+    # the smallest new block is its header plus one token: a budget of exactly that still takes one
+    header = count_tokens("[ref_id=q] ")
+    cfg = RenderConfig(expand="none", heading="none")
+    c = ContextBuilder(VIEW1, cfg).build([ROW1["q#s1.p1.t1"]], header + 1)
+    assert (c.context, c.n_tokens) == ("[ref_id=q] Ping", header + 1)
+    # one token of room left still takes a one-token sentence into the block already there
+    c = ContextBuilder(VIEW1, cfg).build([ROW1["q#s1.p1.t1"], ROW1["q#s1.p1.t2"]], header + 2)
+    assert (c.context, c.n_tokens, c.node_ids) == ("[ref_id=q] Ping Pong", header + 2, ["q#s1"])
+
+
+def test_formats_glued_without_a_heading_line_are_not_additive():
+    # "{doc_id}{heading}{text}": with no heading line the text is glued to the doc id ("qPing")
+    builder = ContextBuilder(VIEW1, RenderConfig(block_format="{doc_id}{heading}{text}", expand="none",
+                                                 heading="none"))
+    assert builder.additive is False
+    c = builder.build([ROW1["q#s1.p1.t1"]], 100)
+    assert (c.context, c.n_tokens) == ("qPing", count_tokens("qPing"))
+
+
+def test_a_block_keeps_its_title_line_once_it_holds_a_whole_paragraph():
+    # the whole paragraph p1 earns the block its title line; a later partial paragraph keeps it
+    c = build_ctx(["d#s2.p1", "d#s2.p2.t1"], expand="none", heading="paragraphs")
+    assert c.context == f"[ref_id=d] Results\nAlpha beta gamma. Delta epsilon zeta.\nHit sentence here."
+    assert c.n_tokens == count_tokens(c.context)
