@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from helpers_segment import _items, _text_block
+
 from kohaku.text.clean import document_vocab, fix_small_caps, join_lines, normalize_line
 from kohaku.text.headings import best_chain, match_heading, numbering_step_ok, split_run_in
 import pytest
@@ -34,10 +36,6 @@ from kohaku.text.segment import (
     segment_document,
 )
 from kohaku.text.sentences import split_sentences
-
-
-def _text_block(text: str, page: int = 1) -> dict:
-    return {"page": page, "kind": "text", "text": text, "font_size": None, "level": None}
 
 
 # --------------------------------------------------------------------- normalising
@@ -510,21 +508,6 @@ def test_long_paragraphs_are_cut_into_even_parts_at_sentence_ends():
 
 
 # ------------------------------------------------------- the segmenter's line rules, one by one
-
-
-def _items(*texts, width=80.0):
-    """Items from texts: "" a blank line, "|" a block break, "#..." a heading, else a line."""
-    out = []
-    for t in texts:
-        if t == "":
-            out.append(_Item("blank"))
-        elif t == "|":
-            out.append(_Item("break"))
-        elif t.startswith("#"):
-            out.append(_Item("heading", text=t[1:]))
-        else:
-            out.append(_Item("line", text=t, width=width))
-    return out
 
 
 LONG_LINE = "We measured the power of every rack in the machine room over a year."

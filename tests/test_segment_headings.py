@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from helpers_segment import _items, _text_block
+
 import pytest
 
 from kohaku.text.segment import (
@@ -11,29 +13,9 @@ from kohaku.text.segment import (
     _context_ok,
     _continues_heading,
     _find_headings,
-    _Item,
     _title_case_heading,
     segment_document,
 )
-
-
-def _text_block(text: str, page: int = 1) -> dict:
-    return {"page": page, "kind": "text", "text": text, "font_size": None, "level": None}
-
-
-def _items(*texts, width=80.0):
-    """Items from texts: "" a blank line, "|" a block break, "#..." a heading, else a line."""
-    out = []
-    for t in texts:
-        if t == "":
-            out.append(_Item("blank"))
-        elif t == "|":
-            out.append(_Item("break"))
-        elif t.startswith("#"):
-            out.append(_Item("heading", text=t[1:]))
-        else:
-            out.append(_Item("line", text=t, width=width))
-    return out
 
 
 def _found(*texts, width=80.0, cfg=None):

@@ -1,0 +1,25 @@
+"""Shared builders of the segmenter's tests (tests/test_segment*.py)."""
+
+from __future__ import annotations
+
+from kohaku.text.segment import _Item
+
+
+def _text_block(text: str, page: int = 1) -> dict:
+    return {"page": page, "kind": "text", "text": text, "font_size": None, "level": None}
+
+
+def _items(*texts, width=80.0):
+    """Items from texts: "" a blank line, "|" a block break, "#..." a heading, else a line."""
+    out = []
+    for t in texts:
+        if t == "":
+            out.append(_Item("blank"))
+        elif t == "|":
+            out.append(_Item("break"))
+        elif t.startswith("#"):
+            out.append(_Item("heading", text=t[1:]))
+        else:
+            out.append(_Item("line", text=t, width=width))
+    return out
+
