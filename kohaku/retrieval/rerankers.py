@@ -26,7 +26,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from kohaku.config import ConfigError, build
-from kohaku.embedding import resolve_model
+from kohaku.embedding import pick_device, resolve_model
 from kohaku.errors import KohakuError
 from kohaku.llm.base import Backend, ChatRequest, Counters
 from kohaku.llm.cache import GenerationCache, generate_cached
@@ -62,7 +62,7 @@ class RerankerConfig:
     # cross_encoder
     # pkg:<module> (bundled) | hub name (local HF cache) | folder
     model: str = ""
-    device: str = "auto"  # auto (cuda when available) | cpu | cuda | cuda:N
+    device: str = "auto"  # auto (as the embedder: cuda, mps, else cpu) | cpu | cuda | cuda:N
     batch_size: int = 32
     max_length: int = 512  # tokens per (question, passage) pair
     # llm
@@ -109,17 +109,6 @@ class Reranker(Protocol):
 
 # ------------------------------------------------------------------------------ cross-encoder
 
-def _device(name: str) -> str:
-    if name != "auto":
-        return name
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        return "cpu"
-
-
 class CrossEncoderReranker:
     """sentence-transformers ``CrossEncoder`` over (question, passage) pairs; all pairs of all
     questions go through one ``predict`` call (batched by ``batch_size``)."""
@@ -129,7 +118,7 @@ class CrossEncoderReranker:
 
         path = resolve_model(cfg.model, "reranker.model")
         try:
-            self.model = CrossEncoder(path, device=_device(cfg.device), max_length=cfg.max_length,
+            self.model = CrossEncoder(path, device=pick_device(cfg.device), max_length=cfg.max_length,
                                       local_files_only=True)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"reranker.model={cfg.model!r}: cannot load a CrossEncoder from "
