@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers_segment import _items
 from kohaku.text.segment import (
     SegmentConfig,
     _build,
@@ -14,21 +15,6 @@ from kohaku.text.segment import (
     _is_upper,
     _Item,
 )
-
-
-def _items(*texts, page=1):
-    """Items from texts: "" a blank line, "|" a block break, "#..." a heading, else a line."""
-    out = []
-    for t in texts:
-        if t == "":
-            out.append(_Item("blank", page=page))
-        elif t == "|":
-            out.append(_Item("break", page=page))
-        elif t.startswith("#"):
-            out.append(_Item("heading", text=t[1:], page=page))
-        else:
-            out.append(_Item("line", text=t, page=page))
-    return out
 
 
 def _shown(items):

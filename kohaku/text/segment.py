@@ -384,13 +384,13 @@ def _drop_contents_runs(items: list[_Item], cands: dict[int, HeadingMatch]) -> N
     close()
 
 
+_TOC_PAGE = re.compile(r"(?:\s?\.){2,}\s*\d{1,3}$|\s\d{1,3}$")
+
+
 def _toc_entry(text: str) -> str:
     """A contents line without its page number and dot leaders, lower case: "1 Introduction . . 3"
     and "1 Introduction" are the same entry."""
     return _TOC_PAGE.sub("", text).strip().lower()
-
-
-_TOC_PAGE = re.compile(r"(?:\s?\.){2,}\s*\d{1,3}$|\s\d{1,3}$")
 
 
 # section names that win a numbering tie ("2 Related Work" over a list item "2 Data ..."); whole
