@@ -371,6 +371,7 @@ def score_frames(
     has_unit = "answer_unit" in solutions.columns and "answer_unit" in submission.columns
     flags = [f for f in EVIDENCE_FLAGS if f in solutions.columns]
     has_usage = "Usage" in solutions.columns
+    has_question = "question" in solutions.columns
 
     rows = []
     missing: list[str] = []
@@ -384,6 +385,8 @@ def score_frames(
         base: dict[str, Any] = {
             "qid": qid, "truth_value": t["answer_value"], "truth_ref": t["ref_id"], "truth_blank": truth_blank,
         }
+        if has_question:
+            base["question"] = t["question"]
         if has_usage:
             base["usage"] = t["Usage"].strip()
         for f in flags:
@@ -425,6 +428,8 @@ def score_frames(
         "value_ok": pl.Boolean, "ref_score": pl.Float64, "na_ok": pl.Boolean, "unit_ok": pl.Boolean,
         "missing": pl.Boolean, "ref_malformed": pl.Boolean,
     }
+    if has_question:
+        schema["question"] = pl.String
     if has_usage:
         schema["usage"] = pl.String
     schema.update({f: pl.Boolean for f in flags})

@@ -52,6 +52,7 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kohaku.diagnosis import answer_kind  # noqa: E402
 from kohaku.report.tables import print_and_save  # noqa: E402
 
 log = logging.getLogger("eval_retrieval")
@@ -100,22 +101,6 @@ def split_blocks(context: str, separator: str = "\n---\n") -> list[tuple[str, st
         m = re.match(r"\s*\[ref_id=([^\]]+)\]", block)
         out.append((m.group(1) if m else "", block))
     return out
-
-
-def answer_kind(question: str, value: str) -> str:
-    """number | name | list | bool (True/False questions) | blank (unanswerable)."""
-    v = norm_ws(value)
-    if not v or v.lower() in BLANK:
-        return "blank"
-    if (question or "").strip().lower().startswith("true or false"):
-        return "bool"
-    if v.startswith("["):
-        return "list"
-    try:
-        float(v.replace(",", ""))
-        return "number"
-    except ValueError:
-        return "name"
 
 
 def gold_sentences(nodes: pl.DataFrame, gold: list[str], pat: re.Pattern) -> list[str]:

@@ -2,11 +2,15 @@
 
 Usage:
   python scripts/score.py SOLUTIONS.csv SUBMISSION.csv [--variant wattbot|wattbot-recall]
-                          [--mismatches N] [--subset] [--strict] [--json OUT.json]
+                          [--mismatches N] [--subset] [--strict] [--errors] [--json OUT.json]
 
 Prints the components (value, ref, NA, unit), value accuracy per evidence flag (Quote, Table,
 Figure, Math, is_NA) and per Usage split when the solutions have those columns, the first
-mismatches, and as its last line ``score: 0.xxxx``.
+mismatches, and as its last line ``score: 0.xxxx``. ``--errors`` adds each question's error class
+(kohaku/diagnosis.py: correct, missing, answered_na, needless_abstention, wrong_ref, scale,
+near_miss, wrong_number, wrong_range, wrong_name, wrong_list) counted overall and by answer kind,
+evidence flag and usage, with the first questions of each class; ``--json`` always holds them
+under ``errors``.
 
 Every file the competition's reference scorers score gets a score. Rows a strict reader would
 question (empty explanations, empty/NaN cells, blank items inside lists such as
@@ -30,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kohaku.diagnosis import classify, error_lines, error_summary  # noqa: E402
 from kohaku.metrics import VARIANTS, WEIGHTS, MetricError, ScoreResult, score_files  # noqa: E402
 
 
@@ -94,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true",
                         help="refuse a submission with questionable rows (empty explanation, "
                         "empty/NaN cells, blank list items, malformed refs, duplicate ids)")
-    parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
+    parser.add_argument("--errors", action="store_true",
+                        help="print the error classes (overall, by answer kind, evidence and usage)")
+    parser.add_argument("--json", type=Path, help="also write the summary (error classes included) as JSON here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
@@ -103,9 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     except (MetricError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    table = classify(result.table)
+    errors = error_summary(table)
     if args.json:
-        args.json.write_text(json.dumps(result.summary(), indent=2))
-    print("\n".join(report(result, args.mismatches)))
+        args.json.write_text(json.dumps({**result.summary(), "errors": errors}, indent=2))
+    lines = report(result, args.mismatches)
+    if args.errors:
+        lines[-1:-1] = error_lines(errors, table) + [""]
+    print("\n".join(lines))
     return 0
 
 
