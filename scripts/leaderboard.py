@@ -1,11 +1,19 @@
 """Leaderboard, ablation tables and plots over run dirs.
 
 Usage:
-  python scripts/leaderboard.py [OUTPUTS_DIR] [--out DIR] [--top N]
+  python scripts/leaderboard.py [OUTPUTS_DIR] [--out DIR] [--top N] [--baseline K=V,...]
+                                [--resamples N]
 
 Scans OUTPUTS_DIR (default: outputs) recursively for run.json files (one per Hydra run or
 multirun job) and writes leaderboard.csv/.md, ablation.csv/.md (mean ± std over seeds for the
-swept keys) and PNG plots into --out (default: OUTPUTS_DIR). Prints the best runs.
+swept keys; every point against the baseline point with a paired bootstrap 95 % interval over
+questions, p, Holm p and its error classes), comparison.csv and PNG plots (interval bars) into
+--out (default: OUTPUTS_DIR). Prints the best runs with their difference to the baseline.
+
+The baseline is the first point (lowest point number) unless --baseline names one by its
+overrides, e.g. --baseline retrieve.top_k=4,infer.prompt_order=context_first. Runs need their
+per-question score table (scores.parquet in the run dir, or the score artifact in the cache) for
+the intervals; without it those columns are left out.
 """
 
 from __future__ import annotations
@@ -19,14 +27,21 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.report import collect_runs, leaderboard, write_reports  # noqa: E402
+from kohaku.report import collect_runs, leaderboard  # noqa: E402
+from kohaku.report.reports import ReportConfig, write_reports  # noqa: E402
+from kohaku.report.significance import RUN_COLUMNS, sweep_comparison  # noqa: E402
+from kohaku.report.tables import swept_keys  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     parser.add_argument("outputs", nargs="?", default="outputs", type=Path, help="folder with run dirs")
     parser.add_argument("--out", type=Path, help="where to write the reports (default: OUTPUTS)")
     parser.add_argument("--top", type=int, default=20, help="how many runs to print")
+    parser.add_argument("--baseline", help="the baseline point's overrides, K=V[,K=V] (default: the first point)")
+    parser.add_argument("--resamples", type=int, default=ReportConfig.resamples, help="bootstrap resamples")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     if not args.outputs.is_dir():
@@ -36,10 +51,25 @@ def main(argv: list[str] | None = None) -> int:
     if runs.is_empty():
         print(f"error: no run.json under {args.outputs}", file=sys.stderr)
         return 2
-    paths = write_reports(args.outputs, args.out or args.outputs)
+    config = ReportConfig(baseline=args.baseline, resamples=args.resamples)
+    try:
+        cmp = sweep_comparison(runs, swept_keys(runs, keys), config.baseline, n_resamples=config.resamples)
+        paths = write_reports(args.outputs, args.out or args.outputs, config)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     board = leaderboard(runs, keys)
-    show = [c for c in ["run_id", "status", *keys, "score", "value", "ref", "na", "seconds"] if c in board.columns]
-    with pl.Config(tbl_rows=args.top, tbl_cols=len(show), tbl_width_chars=200, fmt_str_lengths=40):
+    extra: list[str] = []
+    if cmp is not None:
+        board = board.join(cmp.runs, on="run_path", how="left")
+        extra = list(RUN_COLUMNS)
+        base = ", ".join(f"{k}={v}" for k, v in cmp.baseline.items()) or "the only point"
+        print(f"baseline: {base}; delta [delta_lo, delta_hi]: paired bootstrap 95 % interval over "
+              f"{cmp.n} questions; sig '*': the interval excludes zero")
+    show = [c for c in ["run_id", "status", *keys, "score", *extra, "value", "ref", "na", "seconds"]
+            if c in board.columns]
+    with pl.Config(tbl_rows=args.top, tbl_cols=len(show), tbl_width_chars=220, fmt_str_lengths=40,
+                   float_precision=4):
         print(board.select(show).head(args.top))
     for name, path in paths.items():
         print(f"{name}: {path}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -13,6 +14,7 @@ from kohaku.report import collect_runs, write_reports
 from kohaku.report.runs import parse_overrides
 from kohaku.report.tables import ablation_long, ablation_pivot, swept_keys
 
+REPO = Path(__file__).resolve().parents[1]
 TOPKS = (4, 8)
 ORDERS = ("context_first", "question_first")
 SEEDS = (0, 1, 2)
@@ -135,3 +137,106 @@ def test_print_and_save_prints_every_row_and_writes_the_csv(tmp_path, capsys):
     assert "v29" in printed and "…" not in printed          # all 30 rows, none elided
     assert printed.rstrip().endswith(f"written {out}")
     assert pl.read_csv(out).equals(table)
+
+
+# --- paired comparisons in the sweep reports ------------------------------------------------
+
+N_Q = 40
+
+
+def scores_parquet(run_dir: Path, n_right: int, seed: int = 0) -> float:
+    """A per-question score table: the first ``n_right`` questions right (value and ref), the
+    rest wrong; seed shifts which one extra question flips. Returns the wattbot score."""
+    value = [i < n_right for i in range(N_Q)]
+    if seed:
+        value[N_Q - seed] = not value[N_Q - seed]
+    table = pl.DataFrame({
+        "qid": [f"q{i}" for i in range(N_Q)], "truth_value": ["5"] * N_Q, "truth_ref": ["['a']"] * N_Q,
+        "truth_blank": [False] * N_Q, "pred_value": ["5" if v else "7" for v in value],
+        "pred_ref": ["['a']"] * N_Q, "pred_blank": [False] * N_Q, "value_ok": value,
+        "ref_score": [1.0] * N_Q, "na_ok": [True] * N_Q, "unit_ok": [None] * N_Q,
+        "missing": [False] * N_Q, "ref_malformed": [False] * N_Q,
+    })
+    table.write_parquet(run_dir / "scores.parquet")
+    return 0.75 * sum(value) / N_Q + 0.15 + 0.10
+
+
+@pytest.fixture
+def scored_sweep(tmp_path: Path) -> Path:
+    """Four points (top_k 4/8 x order), two seeds each; top_k=8 context_first is 12 questions
+    better than the baseline (top_k=4 context_first), the others within 1-2 questions."""
+    root = tmp_path / "scored"
+    right = {(4, "context_first"): 20, (4, "question_first"): 21, (8, "context_first"): 32, (8, "question_first"): 19}
+    num = 0
+    for (top_k, order), n_right in right.items():
+        for seed in (0, 1):
+            run_dir = write_run(root, num, [f"retrieve.top_k={top_k}", f"infer.prompt_order={order}", f"seed={seed}"], 0.0)
+            score = scores_parquet(run_dir, n_right, seed)
+            record = json.loads((run_dir / "run.json").read_text())
+            record["stages"]["score"]["summary"]["score"] = score
+            (run_dir / "run.json").write_text(json.dumps(record))
+            num += 1
+    return root
+
+
+def test_sweep_reports_compare_every_point_with_the_first(scored_sweep: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rep"
+    paths = write_reports(scored_sweep, out)
+    cells = pl.read_csv(paths["comparison"])
+    assert cells.height == 4
+    base = cells.row(0, named=True)
+    assert (base["retrieve.top_k"], base["infer.prompt_order"], base["sig"]) == (4, "context_first", "baseline")
+    best = cells.filter((pl.col("retrieve.top_k") == 8) & (pl.col("infer.prompt_order") == "context_first")).row(0, named=True)
+    assert best["delta"] == pytest.approx(0.75 * 12 / N_Q)  # seeds average out: same flips on both sides
+    assert best["sig"] == "*" and best["delta_lo"] > 0 and best["p_holm"] < 0.01
+    assert best["fixed"] == 12 and best["broken"] == 0 and best["n_runs"] == 2
+    near = cells.filter(pl.col("infer.prompt_order") == "question_first")
+    assert near["sig"].fill_null("").to_list() == ["", ""]  # one or two questions: not real
+    assert all(lo <= 0 <= hi for lo, hi in zip(near["delta_lo"], near["delta_hi"]))
+    assert best["correct"] == 32.5 and best["wrong_number"] == 7.5  # seed 1 also gets q39 right
+    assert base["seed_sd"] == pytest.approx(abs(scores_parquet(tmp_path, 20, 0) - scores_parquet(tmp_path, 20, 1)) / 2 ** 0.5)
+    board = pl.read_csv(paths["leaderboard"])
+    assert {"delta", "delta_lo", "delta_hi", "p", "p_holm", "sig"} <= set(board.columns)
+    assert board["sig"].fill_null("").to_list()[:2] == ["*", "*"]  # best runs first, both top_k=8 context_first
+    md = paths["ablation_md"].read_text()
+    assert "## Against the baseline" in md and "Baseline: retrieve.top_k=4, infer.prompt_order=context_first" in md
+    assert "## Error classes per point" in md and "needless_abstention" in md
+    assert "| 8 | context_first | 2 |" in md
+
+
+def test_sweep_report_baseline_setting(scored_sweep: Path, tmp_path: Path) -> None:
+    from kohaku.report.reports import ReportConfig
+
+    paths = write_reports(scored_sweep, tmp_path / "r2",
+                          ReportConfig(baseline="retrieve.top_k=8,infer.prompt_order=context_first", resamples=1000))
+    cells = pl.read_csv(paths["comparison"])
+    assert cells.row(0, named=True)["sig"] == "baseline" and cells["retrieve.top_k"][0] == 8
+    assert (cells["delta"][1:] < 0).all()
+    with pytest.raises(ValueError, match="no sweep point has these values"):
+        write_reports(scored_sweep, tmp_path / "r3", ReportConfig(baseline="retrieve.top_k=16"))
+    with pytest.raises(ValueError, match="which the sweep does not vary"):
+        write_reports(scored_sweep, tmp_path / "r3", ReportConfig(baseline="llm=fake"))
+
+
+def test_leaderboard_script_prints_the_comparison_columns(scored_sweep: Path, capsys) -> None:
+    spec = importlib.util.spec_from_file_location("leaderboard_script", REPO / "scripts" / "leaderboard.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    assert mod.main([str(scored_sweep), "--resamples", "1000"]) == 0
+    printed = capsys.readouterr().out
+    assert "baseline: retrieve.top_k=4, infer.prompt_order=context_first" in printed
+    assert "delta_lo" in printed and "p_holm" in printed
+    assert mod.main([str(scored_sweep), "--baseline", "bogus"]) == 2
+
+
+def test_plots_draw_interval_bars_when_tables_exist(scored_sweep: Path, tmp_path: Path) -> None:
+    from kohaku.report.runs import collect_runs as collect
+    from kohaku.report.significance import group_interval
+
+    runs, _ = collect(scored_sweep)
+    cell = runs.filter((pl.col("retrieve.top_k") == 8) & (pl.col("infer.prompt_order") == "context_first"))
+    lo, hi = group_interval(cell, n_resamples=2000)
+    mean = float(cell["score"].mean())
+    assert lo < mean < hi and hi - lo > 0.05
+    no_tables = runs.with_columns(pl.lit(None, dtype=pl.String).alias("scores_table"))
+    assert group_interval(no_tables.head(2)) is None

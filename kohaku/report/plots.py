@@ -11,6 +11,7 @@ import polars as pl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from kohaku.report.significance import group_interval
 from kohaku.report.tables import _sorted_values
 
 COMPONENTS = (("score", "overall"), ("value", "value (0.75)"), ("ref", "ref (0.15)"), ("na", "NA (0.10)"))
@@ -36,10 +37,29 @@ def _ok(runs: pl.DataFrame) -> pl.DataFrame:
     return runs.filter((pl.col("status") == "ok") & pl.col("score").is_not_null())
 
 
-def _mean_std(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    return df.group_by(by, maintain_order=True).agg(
-        pl.col("score").mean().alias("mean"), pl.col("score").std(ddof=1).fill_null(0.0).alias("std"), pl.len().alias("n")
-    )
+INTERVAL_LABEL = "WattBot score (bars: 95 % bootstrap interval over questions)"
+STD_LABEL = "WattBot score (mean ± std over seeds)"
+
+
+def _cell_stats(df: pl.DataFrame, key: str) -> tuple[dict[Any, tuple[float, float, float]], bool]:
+    """{value of key: (mean score, lower bar, upper bar)} and whether the bars are bootstrap
+    intervals over questions (every group's runs have per-question tables) or the std over seeds."""
+    groups = {}
+    intervals = True
+    for (value,), sub in df.partition_by(key, as_dict=True, maintain_order=True).items():
+        mean = float(sub["score"].mean())  # type: ignore[arg-type]
+        ci = group_interval(sub) if "scores_table" in sub.columns else None
+        if ci is None:
+            intervals = False
+        std = float(sub["score"].std(ddof=1) or 0.0) if sub.height > 1 else 0.0
+        groups[value] = (mean, ci, std)
+    out = {}
+    for value, (mean, ci, std) in groups.items():
+        if intervals:
+            out[value] = (mean, max(0.0, mean - ci[0]), max(0.0, ci[1] - mean))  # type: ignore[index]
+        else:
+            out[value] = (mean, std, std)
+    return out, intervals
 
 
 def score_vs_key(runs: pl.DataFrame, key: str, line_key: str | None, path: Path) -> Path | None:
@@ -56,13 +76,17 @@ def score_vs_key(runs: pl.DataFrame, key: str, line_key: str | None, path: Path)
                   for v in _sorted_values(ok[line_key].to_list())]
     else:
         groups = [(None, ok)]
+    all_intervals = True
     for value, sub in groups:
-        stats = _mean_std(sub, [key]).sort(key)
-        x, y, err = stats[key].to_list(), stats["mean"].to_list(), stats["std"].to_list()
+        stats, intervals = _cell_stats(sub, key)
+        all_intervals &= intervals
+        x = sorted(stats)
+        y = [stats[v][0] for v in x]
+        err = [[stats[v][1] for v in x], [stats[v][2] for v in x]]
         label = f"{line_key}={value}" if line_key else "score"
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
     ax.set_xlabel(key)
-    ax.set_ylabel("WattBot score (mean ± std over seeds)")
+    ax.set_ylabel(INTERVAL_LABEL if all_intervals else STD_LABEL)
     ax.set_title(f"Score vs {key}" + (f" by {line_key}" if line_key else ""))
     values = sorted(v for v in ok[key].unique().to_list() if v is not None)
     if len(values) <= 12:
@@ -82,17 +106,19 @@ def score_by_key(runs: pl.DataFrame, key: str, bar_key: str | None, path: Path) 
     fig = Figure(figsize=(max(6.4, 1.2 * len(cats) * max(1, len(sub_values)) ** 0.5), 4.2))
     ax = fig.add_subplot(1, 1, 1)
     width = 0.8 / len(sub_values)
+    all_intervals = True
     for j, sv in enumerate(sub_values):
         sub = ok.filter(pl.col(bar_key) == sv) if bar_key else ok
-        stats = {r[key]: r for r in _mean_std(sub, [key]).to_dicts()}
+        stats, intervals = _cell_stats(sub, key)
+        all_intervals &= intervals
         xs = [i + (j - (len(sub_values) - 1) / 2) * width for i in range(len(cats))]
-        ys = [stats[c]["mean"] if c in stats else math.nan for c in cats]
-        es = [stats[c]["std"] if c in stats else 0.0 for c in cats]
+        ys = [stats[c][0] if c in stats else math.nan for c in cats]
+        es = [[stats[c][1] if c in stats else 0.0 for c in cats], [stats[c][2] if c in stats else 0.0 for c in cats]]
         ax.bar(xs, ys, width=width, yerr=es, capsize=3, label=f"{bar_key}={sv}" if bar_key else "score")
     ax.set_xticks(range(len(cats)))
     ax.set_xticklabels([str(c) for c in cats], rotation=20 if len(cats) > 4 else 0, ha="right" if len(cats) > 4 else "center")
     ax.set_xlabel(key)
-    ax.set_ylabel("WattBot score (mean ± std over seeds)")
+    ax.set_ylabel(INTERVAL_LABEL if all_intervals else STD_LABEL)
     ax.set_title(f"Score by {key}" + (f" and {bar_key}" if bar_key else ""))
     ax.set_ylim(0, 1.05)
     ax.grid(True, axis="y", alpha=0.3)

@@ -87,6 +87,7 @@ def load_run(path: Path, root: Path) -> tuple[dict[str, Any], list[str]] | None:
     for f in SCORE_FIELDS:
         row[f] = _num(score.get(f))
     row["variant"] = score.get("variant")
+    row["scores_table"] = _scores_table(run_dir, stages.get("score") or {})
     infer = (stages.get("infer") or {}).get("summary") or {}
     for f in INFER_FIELDS:
         row[f] = _num(infer.get(f))
@@ -100,6 +101,21 @@ def load_run(path: Path, root: Path) -> tuple[dict[str, Any], list[str]] | None:
         row[column] = v
         keys.append(column)
     return row, keys
+
+
+def _scores_table(run_dir: Path, score_stage: dict[str, Any]) -> str | None:
+    """The run's per-question score table: ``scores.parquet`` in the run dir (copied there by the
+    score stage), else in the score artifact named by run.json (while the cache holds it)."""
+    candidates = [run_dir / "scores.parquet"]
+    if score_stage.get("path"):
+        artifact = Path(str(score_stage["path"]))
+        candidates.append(artifact / "scores.parquet")
+        if not artifact.is_absolute():
+            candidates.append(run_dir / artifact / "scores.parquet")
+    for path in candidates:
+        if path.is_file():
+            return str(path)
+    return None
 
 
 def _num(x: Any) -> float | None:

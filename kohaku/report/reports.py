@@ -1,0 +1,123 @@
+"""The sweep reports: leaderboard, ablation tables (with paired intervals against a baseline and
+error classes) and plots, written by :func:`write_reports`."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from kohaku.diagnosis import CLASSES
+from kohaku.report.paired import N_RESAMPLES
+from kohaku.report.plots import sweep_plots
+from kohaku.report.runs import collect_runs
+from kohaku.report.significance import SweepComparison, sweep_comparison
+from kohaku.report.tables import ablation_long, ablation_pivot, leaderboard, swept_keys, to_markdown
+
+log = logging.getLogger(__name__)
+
+@dataclass
+class ReportConfig:
+    """The ``report`` block of conf/config.yaml: how sweep reports compare points.
+
+    baseline: the point the others are compared with: null = the first point (lowest point
+    number), or its overrides, e.g. ``"retrieve.top_k=4,infer.prompt_order=context_first"``.
+    resamples: paired bootstrap resamples over questions (fixed seed ``bootstrap_seed``).
+    """
+
+    baseline: str | None = None
+    resamples: int = N_RESAMPLES
+    bootstrap_seed: int = 0
+
+
+def _comparison_md(cmp: SweepComparison, swept: list[str]) -> str:
+    base = ", ".join(f"{k}={v}" for k, v in cmp.baseline.items()) or "the only point"
+    lines = [
+        "## Against the baseline\n",
+        f"Baseline: {base}. delta = point - baseline on the same {cmp.n} questions; interval: paired "
+        f"bootstrap 95 % over questions ({cmp.n_resamples} resamples, each point's runs averaged per "
+        "question); p: two-sided, p_holm: Holm-adjusted over the points; * = the interval excludes "
+        "zero. seed sd: the spread of the point's runs (seeds), not in the interval.\n",
+    ]
+    rows = []
+    for r in cmp.cells.iter_rows(named=True):
+        row = {k: r[k] for k in swept}
+        row["runs"] = r["n_runs"]
+        row["score [95 %]"] = f"{r['score']:.4f} [{r['score_lo']:.4f}, {r['score_hi']:.4f}]"
+        row["seed sd"] = "" if r["seed_sd"] is None else f"{r['seed_sd']:.4f}"
+        if r["delta_lo"] is None:
+            row.update({"delta [95 %]": "baseline", "p": "", "p_holm": "", "fixed": "", "broken": ""})
+        else:
+            row["delta [95 %]"] = (f"{r['delta']:+.4f} [{r['delta_lo']:+.4f}, {r['delta_hi']:+.4f}]"
+                                   + (" *" if r["sig"] == "*" else ""))
+            row.update(p=f"{r['p']:.4f}", p_holm=f"{r['p_holm']:.4f}", fixed=str(r["fixed"]), broken=str(r["broken"]))
+        rows.append(row)
+    table = pl.DataFrame(rows, schema={**{k: cmp.cells.schema[k] for k in swept}, "runs": pl.Int64,
+                                       **{c: pl.String for c in ("score [95 %]", "seed sd", "delta [95 %]", "p",
+                                                                 "p_holm", "fixed", "broken")}})
+    lines.append(to_markdown(table))
+    lines.append("\n## Error classes per point\n")
+    lines.append("Questions per class (kohaku/diagnosis.py; mean over the point's runs).\n")
+    lines.append(to_markdown(cmp.cells.select(*swept, *CLASSES), floats=1))
+    return "\n".join(lines)
+
+
+def write_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig | None = None) -> dict[str, Path]:
+    """Scan ``runs_dir`` for run.json files and write into ``out_dir``:
+
+    leaderboard.csv / .md (one row per run, with its difference to the baseline point, the
+    interval, p, Holm p and a mark), ablation.csv (pivot: first swept key rows, second swept key
+    columns; mean/std/n of the score over seeds), ablation_long.csv (every component per cell),
+    comparison.csv (per point: score and its interval, delta to the baseline with interval, p,
+    Holm p, fixed, broken, error classes), ablation.md, and PNG plots (score vs each swept key
+    with interval bars, components per run). Returns name -> path of what was written ({} when
+    there are no runs).
+    """
+    config = config or ReportConfig()
+    runs_dir, out_dir = Path(runs_dir), Path(out_dir)
+    runs, keys = collect_runs(runs_dir)
+    if runs.is_empty():
+        log.warning("%s: no run.json found; no reports written", runs_dir)
+        return {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    swept = swept_keys(runs, keys)
+    cmp = sweep_comparison(runs, swept, config.baseline, n_resamples=config.resamples, seed=config.bootstrap_seed)
+    board = leaderboard(runs, keys)
+    if cmp is not None:
+        board = board.join(cmp.runs, on="run_path", how="left")
+    board.write_csv(out_dir / "leaderboard.csv")
+    paths["leaderboard"] = out_dir / "leaderboard.csv"
+    (out_dir / "leaderboard.md").write_text(
+        "# Leaderboard\n\n" + to_markdown(board.drop([c for c in ("error", "run_path", "scores_table")
+                                                      if c in board.columns]))
+    )
+    paths["leaderboard_md"] = out_dir / "leaderboard.md"
+
+    long = ablation_long(runs, swept)
+    if not long.is_empty():
+        numeric, text = ablation_pivot(long, swept)
+        long.write_csv(out_dir / "ablation_long.csv")
+        numeric.write_csv(out_dir / "ablation.csv")
+        variants = sorted({v for v in runs["variant"].to_list() if v}) if "variant" in runs.columns else []
+        head = "# Ablation\n\n"
+        head += f"Swept keys: {', '.join(swept) if swept else '(none)'}; cells: WattBot score mean ± std over seeds"
+        head += f" (metric variant: {', '.join(variants) or 'unknown'}).\n\n"
+        if len(swept) >= 2:
+            head += f"Rows: {', '.join([swept[0]] + swept[2:])}; columns: {swept[1]}.\n\n"
+        body = to_markdown(text)
+        if cmp is not None:
+            cmp.cells.write_csv(out_dir / "comparison.csv")
+            paths["comparison"] = out_dir / "comparison.csv"
+            body += "\n" + _comparison_md(cmp, [k for k in swept if k in cmp.cells.columns])
+        body += "\n## All components\n\n" + to_markdown(long)
+        (out_dir / "ablation.md").write_text(head + body)
+        paths.update(
+            ablation=out_dir / "ablation.csv",
+            ablation_long=out_dir / "ablation_long.csv",
+            ablation_md=out_dir / "ablation.md",
+        )
+    paths.update(sweep_plots(runs, swept, swept or [k for k in keys if k in runs.columns], out_dir))
+    return paths
