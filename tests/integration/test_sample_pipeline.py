@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -64,6 +65,12 @@ def test_every_stage_runs_and_writes_a_complete_submission(first_run):
     assert scores["components"]["na"] >= 10 / 11 - 1e-9 and scores["components"]["value"] >= 1 / 11 - 1e-9
     run_json = json.loads((first_run.run_dir / "run.json").read_text())
     assert run_json["status"] == "ok" and set(run_json["stages"]) == set(first_run.stages)
+    # every question in one error class, in scores.json and in the run dir's per-question table
+    errors = scores["errors"]
+    assert sum(errors["counts"].values()) == questions.height == errors["n"]
+    table = pl.read_parquet(first_run.run_dir / "scores.parquet")
+    per_class = table.group_by("error_class").len()
+    assert dict(zip(per_class["error_class"], per_class["len"])) == {k: v for k, v in errors["counts"].items() if v}
 
 
 def test_vote_only_change_makes_no_model_call(first_run, cache_dir, tmp_path):
@@ -73,6 +80,19 @@ def test_vote_only_change_makes_no_model_call(first_run, cache_dir, tmp_path):
         assert again.stages[stage].cache_hit, stage
     assert not again.stages["vote"].cache_hit
     assert "vote.ignore_blank" in again.stages["vote"].reason
+    # the two runs compared question by question (scripts/compare.py on the run dirs)
+    spec = importlib.util.spec_from_file_location("compare_script", REPO / "scripts" / "compare.py")
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)  # type: ignore[union-attr]
+    out = tmp_path / "cmp.json"
+    assert compare.main(["--solutions", str(SAMPLE / "solutions.csv"), str(first_run.run_dir), str(again.run_dir),
+                         "--resamples", "1000", "--json", str(out)]) == 0
+    pair = json.loads(out.read_text())["pairs"][0]
+    s1 = json.loads((first_run.run_dir / "scores.json").read_text())["score"]
+    s2 = json.loads((again.run_dir / "scores.json").read_text())["score"]
+    assert pair["n"] == 11 and pair["delta"] == pytest.approx(s2 - s1)
+    assert pair["ci"][0] <= pair["delta"] <= pair["ci"][1]
+    assert (pair["fixed"] > 0) or (pair["broken"] > 0) or pair["delta"] == 0
 
 
 def test_cli_runs_a_subset_and_then_hits_the_cache(tmp_path):
