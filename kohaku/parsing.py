@@ -12,6 +12,7 @@ run goes on and a summary of the bad documents is logged at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -26,6 +27,7 @@ from tqdm import tqdm
 
 from kohaku.config import ConfigError
 from kohaku.corpus import CorpusConfig, read_metadata
+from kohaku.text.figures import FigureBox, FigureOptions, png_size, sha256
 
 log = logging.getLogger("kohaku.parse")
 
@@ -56,6 +58,21 @@ BLOCKS_SCHEMA = {
     "font_size": pl.Float64,
     "level": pl.Int64,
 }
+# one row per figure cut from a PDF page (kohaku/text/figures.py); ``after_order`` is the
+# ``order`` of the block the figure follows in reading order (-1: before the first block)
+FIGURES_SCHEMA = {
+    "doc_id": pl.String,
+    "figure": pl.Int64,
+    "page": pl.Int64,
+    "bbox": pl.List(pl.Float64),
+    "source": pl.String,
+    "caption": pl.String,
+    "after_order": pl.Int64,
+    "sha256": pl.String,
+    "width": pl.Int64,
+    "height": pl.Int64,
+    "image": pl.Binary,
+}
 
 
 def _default_search() -> dict[str, list[str]]:
@@ -74,6 +91,8 @@ class ParseConfig:
     tables: bool = True                 # extract ruled PDF tables as table blocks
     min_gutter: float = 8.0             # points; narrowest empty band taken as a column gutter
     heading_ratio: float = 1.12         # font size / body size from which a short line is a heading
+    # figures cut from PDF pages for the caption stage (kohaku/text/figures.py)
+    figures: FigureOptions = field(default_factory=FigureOptions)
 
     def validate(self) -> None:
         bad = [p for p in self.priority if p not in FORMATS]
@@ -84,6 +103,11 @@ class ParseConfig:
             raise ValueError(f"search has unknown format(s) {bad}; formats are {list(FORMATS)}")
         if self.workers is not None and int(self.workers) < 1:
             raise ValueError(f"workers={self.workers}: use a positive number or null")
+        self.figures.validate()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.figures, dict):  # rebuilt from plain values in a worker process
+            self.figures = FigureOptions(**self.figures)
 
     @property
     def n_workers(self) -> int:
@@ -143,8 +167,10 @@ def corpus_files(corpus: CorpusConfig, cfg: ParseConfig) -> list[Path]:
 # ------------------------------------------------------------------------- parsing
 
 
-def parse_file(fmt: str, path: Path, cfg: ParseConfig) -> tuple[list[dict[str, Any]], int, list[str]]:
-    """One document file -> (blocks, n_pages, warnings); raises DocumentError when unreadable."""
+def parse_file(fmt: str, path: Path, cfg: ParseConfig,
+               figures: list[FigureBox] | None = None) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """One document file -> (blocks, n_pages, warnings); raises DocumentError when unreadable.
+    A PDF's figures are appended to ``figures`` when it is given."""
     from kohaku.text import formats
 
     if not path.is_file():
@@ -154,7 +180,9 @@ def parse_file(fmt: str, path: Path, cfg: ParseConfig) -> tuple[list[dict[str, A
     if fmt == "pdf":
         from kohaku.text.pdf import PdfOptions, read_pdf
 
-        return read_pdf(path, PdfOptions(min_gutter=cfg.min_gutter, heading_ratio=cfg.heading_ratio, tables=cfg.tables))
+        opts = PdfOptions(min_gutter=cfg.min_gutter, heading_ratio=cfg.heading_ratio, tables=cfg.tables,
+                          figures=cfg.figures if cfg.figures.enabled else None)
+        return read_pdf(path, opts, figures)
     if fmt == "json":
         return formats.read_json(path)
     if fmt == "md":
@@ -166,14 +194,16 @@ def _parse_job(job: tuple[str, str, str, dict[str, Any]]) -> dict[str, Any]:
     """Worker entry point (module level so a spawned process can import it)."""
     doc_id, fmt, path, cfg_values = job
     cfg = ParseConfig(**cfg_values)
+    figures: list[FigureBox] = []
     try:
-        blocks, n_pages, warnings = parse_file(fmt, Path(path), cfg)
-        return {"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings, "error": ""}
+        blocks, n_pages, warnings = parse_file(fmt, Path(path), cfg, figures)
+        return {"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings, "error": "",
+                "figures": figures}
     except Exception as exc:  # a bad document must never stop the corpus
         from kohaku.text.formats import DocumentError
 
         message = str(exc) if isinstance(exc, DocumentError) else f"{type(exc).__name__}: {exc}"
-        return {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [], "error": message}
+        return {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [], "error": message, "figures": []}
 
 
 def _run_jobs(jobs: list[tuple[str, str, str, dict[str, Any]]], workers: int) -> dict[str, dict[str, Any]]:
@@ -200,18 +230,28 @@ def parse_corpus(
     root: Path, metadata: pl.DataFrame, cfg: ParseConfig
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Parse every document of ``metadata`` under ``root`` -> (documents, blocks)."""
+    documents, blocks, _ = read_corpus(root, metadata, cfg)
+    return documents, blocks
+
+
+def read_corpus(
+    root: Path, metadata: pl.DataFrame, cfg: ParseConfig
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Parse every document of ``metadata`` under ``root`` -> (documents, blocks, figures)."""
     root = Path(root)
     ids = metadata["id"].to_list()
     found = find_documents(root, ids, cfg)
     cfg_values = {
         "workers": cfg.workers, "priority": list(cfg.priority), "search": dict(cfg.search),
         "tables": cfg.tables, "min_gutter": cfg.min_gutter, "heading_ratio": cfg.heading_ratio,
+        "figures": dataclasses.asdict(cfg.figures),
     }
     jobs = [(doc_id, hits[0][0], str(hits[0][1]), cfg_values) for doc_id, hits in found.items() if hits]
     results = _run_jobs(jobs, cfg.n_workers)
 
     doc_rows: list[dict[str, Any]] = []
     block_rows: list[dict[str, Any]] = []
+    figure_rows: list[dict[str, Any]] = []
     for meta in metadata.iter_rows(named=True):
         doc_id = meta["id"]
         hits = found[doc_id]
@@ -239,7 +279,9 @@ def parse_corpus(
         if res["error"]:
             row["error"] = res["error"]
         else:
-            blocks = [b for b in res["blocks"] if (b.get("text") or "").strip()]
+            kept = [k for k, b in enumerate(res["blocks"]) if (b.get("text") or "").strip()]
+            blocks = [res["blocks"][k] for k in kept]
+            figure_rows.extend(_figure_rows(doc_id, res.get("figures") or [], kept))
             for i, b in enumerate(blocks):
                 block_rows.append({
                     "doc_id": doc_id, "page": int(b.get("page") or 1), "order": i,
@@ -264,7 +306,26 @@ def parse_corpus(
         })
     documents = pl.DataFrame(doc_rows, schema=DOCUMENTS_SCHEMA).sort("doc_id")
     blocks = pl.DataFrame(block_rows, schema=BLOCKS_SCHEMA).sort(["doc_id", "order"])
-    return documents, blocks
+    figures = pl.DataFrame(figure_rows, schema=FIGURES_SCHEMA).sort(["doc_id", "figure"])
+    return documents, blocks, figures
+
+
+def _figure_rows(doc_id: str, figures: list[FigureBox], kept: list[int]) -> list[dict[str, Any]]:
+    """Rows of the figures table; a figure's anchor (an index into the reader's blocks) becomes
+    the ``order`` of the kept block it follows."""
+    from bisect import bisect_right
+
+    rows = []
+    for n, fig in enumerate(sorted(figures, key=lambda f: (f.page, f.top, f.x0)), start=1):
+        data = fig.png or b""
+        width, height = png_size(data)
+        rows.append({
+            "doc_id": doc_id, "figure": n, "page": int(fig.page),
+            "bbox": [round(float(v), 2) for v in fig.bbox], "source": fig.source,
+            "caption": fig.caption, "after_order": bisect_right(kept, fig.anchor) - 1,
+            "sha256": sha256(data), "width": width, "height": height, "image": data,
+        })
+    return rows
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -300,10 +361,16 @@ def document_problems(documents: pl.DataFrame, limit: int = 50) -> dict[str, Any
     return {"what": "documents", "count": bad.height, "items": items}
 
 
-def parse_summary(documents: pl.DataFrame, blocks: pl.DataFrame) -> dict[str, Any]:
-    """The parse stage's figures: counts by status and format, and the problem list."""
+def parse_summary(documents: pl.DataFrame, blocks: pl.DataFrame,
+                  figures: pl.DataFrame | None = None) -> dict[str, Any]:
+    """The parse stage's figures: counts by status and format, and the problem list (and the
+    number of figures cut from PDF pages, by source, when ``figures`` is given)."""
     problems = document_problems(documents)
-    return {
+    extra: dict[str, Any] = {}
+    if figures is not None:
+        extra = {"n_figures": figures.height,
+                 "figure_sources": dict(sorted(Counter(figures["source"].to_list()).items()))}
+    return {**extra,
         "n_documents": documents.height,
         "n_ok": documents.filter(pl.col("status") == "ok").height,
         "n_warning": documents.filter(pl.col("status") == "warning").height,

@@ -1,15 +1,19 @@
 #!/usr/bin/env python
-"""Write the sample corpus PDF (data/sample/pdfs/okafor2023.pdf) with fpdf2.
+"""Write the sample corpus PDFs (data/sample/pdfs/okafor2023.pdf, data/sample/chen2024.pdf) with fpdf2.
 
-The document is invented for this project: one A4 page, a full-width title, two text columns
-with numbered headings in a larger bold font, and a ruled table under the columns. It exercises
-the PDF parser's column detection, font-size headings and table extraction.
+The documents are invented for this project. okafor2023: one A4 page, a full-width title, two
+text columns with numbered headings in a larger bold font, and a ruled table under the columns
+(the PDF parser's column detection, font-size headings and table extraction). chen2024 (the
+figures corpus, ``corpus=sample_figures``): two pages whose second page holds a bar chart drawn
+with matplotlib and embedded as a PNG image, and a vector bar chart drawn with PDF rectangles and
+lines; the values of both charts are printed nowhere in the text (the figure finder and the
+caption stage).
 
-    python scripts/make_sample_pdf.py                 # writes data/sample/pdfs/okafor2023.pdf
-    python scripts/make_sample_pdf.py --out x.pdf     # somewhere else
+    python scripts/make_sample_pdf.py                 # writes both
+    python scripts/make_sample_pdf.py --out x.pdf --figures-out y.pdf   # somewhere else
 
-``write_two_column_pdf`` is also used by the tests to build small PDFs on the fly.
-Needs fpdf2 (``pip install fpdf2``; it is in the ``dev`` extra).
+``write_two_column_pdf`` and ``write_figures_pdf`` are also used by the tests to build small
+PDFs on the fly. Needs fpdf2 (``pip install fpdf2``; it is in the ``dev`` extra) and matplotlib.
 """
 
 from __future__ import annotations
@@ -61,20 +65,7 @@ def write_two_column_pdf(
     col_w = (full_w - GUTTER) / 2
     bottoms = []
     for x, items in ((MARGIN, left), (MARGIN + col_w + GUTTER, right)):
-        y = top
-        for kind, text in items:
-            if kind == "h":
-                y += 1.5
-                pdf.set_font("Helvetica", "B", HEADING_SIZE)
-                pdf.set_xy(x, y)
-                pdf.multi_cell(col_w, 5.5, text, align="L")
-                y = pdf.get_y() + 1.0
-            else:
-                pdf.set_font("Helvetica", "", BODY_SIZE)
-                pdf.set_xy(x, y)
-                pdf.multi_cell(col_w, LINE_H, text, align="L")
-                y = pdf.get_y() + 2.5
-        bottoms.append(y)
+        bottoms.append(_items(pdf, items, x, top, col_w))
     y = max(bottoms) + 4
     if table:
         if table_caption:
@@ -146,18 +137,158 @@ SAMPLE_TABLE = [
 SAMPLE_CAPTION = "Table 1: Measured facility overhead and GPU temperature for the three cooling configurations."
 
 
+FIG_TITLE = "Inference Energy and Cooling Water of the Harbour AI Cluster"
+FIG_SUBTITLE = "M. Chen and D. Varga - Harbour Computing Centre (2024)"
+FIG_PAGE1: list[Item] = [
+    ("h", "1 Introduction"),
+    ("p", "The Harbour cluster serves language model inference for three hospitals and a port "
+          "authority. Its operators wanted to know which of the installed accelerator types spends "
+          "the least energy on a typical request, and how much water the evaporative cooling loop "
+          "uses over the year."),
+    ("p", "This note reports both measurements. The detailed numbers are given in the two charts "
+          "on the next page; the text only summarises them."),
+    ("h", "2 Method"),
+    ("p", "Energy was read from the power distribution units of each accelerator server while a "
+          "fixed mix of chat requests was replayed, and divided by the number of completed "
+          "requests. Water use is the make-up water of the cooling towers, read from the "
+          "utility meter every quarter."),
+]
+FIG_PAGE2_BEFORE: list[Item] = [
+    ("h", "3 Results"),
+    ("p", "The newest accelerator type needs clearly less energy per request than the older ones, "
+          "as Figure 1 shows for the four server types of the cluster."),
+]
+FIG_PAGE2_AFTER: list[Item] = [
+    ("p", "Water use follows the outdoor temperature: the cooling towers evaporate most in the "
+          "summer quarter and least in the winter quarter (Figure 2)."),
+]
+# values shown only in the charts (the sample question asks for one of them)
+BAR_CHART = {"Model": ["A100", "H100", "L40S", "MI300X"], "Wh": [2.9, 1.7, 3.6, 2.2]}
+BAR_CAPTION = "Figure 1: Energy per chat request by accelerator type (Wh), measured on the Harbour cluster."
+WATER_CHART = {"Quarter": ["Q1", "Q2", "Q3", "Q4"], "m3": [410, 690, 1240, 520]}
+WATER_CAPTION = "Figure 2: Make-up water of the cooling towers per quarter of 2023 (cubic metres)."
+
+
+def bar_chart_png(labels: Sequence[str], values: Sequence[float], ylabel: str) -> bytes:
+    """A matplotlib bar chart as PNG bytes (reproducible: no metadata, fixed size)."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.8, 2.8), dpi=100)
+    bars = ax.bar(list(labels), list(values), color="#4472c4")
+    ax.bar_label(bars, fmt="%.1f")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, max(values) * 1.25)
+    ax.set_title("Energy per request")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _items(pdf, items: Sequence[Item], x: float, y: float, w: float) -> float:
+    for kind, text in items:
+        if kind == "h":
+            y += 1.5
+            pdf.set_font("Helvetica", "B", HEADING_SIZE)
+            pdf.set_xy(x, y)
+            pdf.multi_cell(w, 5.5, text, align="L")
+            y = pdf.get_y() + 1.0
+        else:
+            pdf.set_font("Helvetica", "", BODY_SIZE)
+            pdf.set_xy(x, y)
+            pdf.multi_cell(w, LINE_H, text, align="L")
+            y = pdf.get_y() + 2.5
+    return y
+
+
+def _vector_bars(pdf, x: float, y: float, w: float, h: float, labels: Sequence[str],
+                 values: Sequence[float], unit: str) -> None:
+    """A bar chart drawn with PDF rectangles and lines (axes, ticks, bars, labels)."""
+    top = max(values) * 1.1
+    pdf.set_draw_color(0, 0, 0)
+    pdf.set_line_width(0.3)
+    pdf.line(x, y, x, y + h)                      # y axis
+    pdf.line(x, y + h, x + w, y + h)              # x axis
+    pdf.set_font("Helvetica", "", 7)
+    for k in range(0, 5):
+        v = top * k / 4
+        ty = y + h - h * k / 4
+        pdf.line(x - 1.5, ty, x, ty)
+        pdf.text(x - 10, ty + 1, f"{v:.0f}")
+    slot = w / len(values)
+    pdf.set_fill_color(230, 120, 40)
+    for i, (label, v) in enumerate(zip(labels, values)):
+        bh = h * v / top
+        bx = x + i * slot + slot * 0.2
+        pdf.rect(bx, y + h - bh, slot * 0.6, bh, style="DF")
+        pdf.text(bx + slot * 0.15, y + h + 4, label)
+    pdf.set_font("Helvetica", "", 7)
+    pdf.text(x - 12, y - 2, unit)
+
+
+def write_figures_pdf(path: str | Path, image_png: bytes | None = None) -> Path:
+    """The two-page figures sample: text on page 1, a raster and a vector chart on page 2,
+    each with a "Figure n:" caption below it."""
+    import io
+
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4", unit="mm")
+    pdf.set_auto_page_break(False)
+    pdf.set_creation_date(datetime(2024, 1, 1, tzinfo=timezone.utc))
+    pdf.set_margins(MARGIN, MARGIN, MARGIN)
+    full_w = PAGE_W - 2 * MARGIN
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 16)
+    pdf.set_xy(MARGIN, MARGIN)
+    pdf.multi_cell(full_w, 7, FIG_TITLE, align="C", new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", "", 10)
+    pdf.multi_cell(full_w, 5, FIG_SUBTITLE, align="C", new_x="LMARGIN", new_y="NEXT")
+    _items(pdf, FIG_PAGE1, MARGIN, pdf.get_y() + 6, full_w)
+    pdf.add_page()
+    y = _items(pdf, FIG_PAGE2_BEFORE, MARGIN, MARGIN, full_w) + 2
+    png = image_png if image_png is not None else bar_chart_png(BAR_CHART["Model"], BAR_CHART["Wh"], "Wh per request")
+    pdf.image(io.BytesIO(png), x=MARGIN + 20, y=y, w=120)
+    y += 120 * 2.8 / 4.8 + 3
+    pdf.set_font("Helvetica", "", BODY_SIZE)
+    pdf.set_xy(MARGIN, y)
+    pdf.multi_cell(full_w, LINE_H, BAR_CAPTION, align="L")
+    y = _items(pdf, FIG_PAGE2_AFTER, MARGIN, pdf.get_y() + 5, full_w) + 8
+    _vector_bars(pdf, MARGIN + 30, y + 4, 100, 55, WATER_CHART["Quarter"], WATER_CHART["m3"], "m3")
+    y += 4 + 55 + 8
+    pdf.set_font("Helvetica", "", BODY_SIZE)
+    pdf.set_xy(MARGIN, y)
+    pdf.multi_cell(full_w, LINE_H, WATER_CAPTION, align="L")
+    if pdf.get_y() > PAGE_H - MARGIN / 2:
+        raise ValueError("the figures page does not fit; shorten the text")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pdf.output(str(out))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="data/sample/pdfs/okafor2023.pdf", help="output PDF path")
+    parser.add_argument("--figures-out", default="data/sample/chen2024.pdf",
+                        help="output path of the figures sample (corpus=sample_figures)")
     args = parser.parse_args(argv)
     try:
         out = write_two_column_pdf(
             args.out, SAMPLE_TITLE, SAMPLE_LEFT, SAMPLE_RIGHT, SAMPLE_TABLE, SAMPLE_CAPTION, SAMPLE_SUBTITLE
         )
-    except ImportError:
-        print("fpdf2 is not installed: pip install fpdf2", file=sys.stderr)
+        figures = write_figures_pdf(args.figures_out)
+    except ImportError as exc:
+        print(f"{exc.name} is not installed: pip install fpdf2 matplotlib", file=sys.stderr)
         return 2
-    print(f"wrote {out} ({out.stat().st_size} bytes)")
+    for path in (out, figures):
+        print(f"wrote {path} ({path.stat().st_size} bytes)")
     return 0
 
 

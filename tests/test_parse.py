@@ -193,7 +193,8 @@ def test_parse_stage_compute(tmp_path, caplog):
     ctx = make_ctx(parse_stage.STAGE, cfg, tmp_path / "out")
     with caplog.at_level(logging.WARNING):
         out = parse_stage.STAGE.compute(ctx)
-    assert set(out) == {"documents", "blocks"}
+    assert set(out) == {"documents", "blocks", "figures"}
+    assert out["figures"].height == 0   # the sample's PDF has a ruled table and no figure
     assert ctx.summary["n_documents"] == 8 and ctx.summary["n_error"] == 4 and ctx.summary["n_warning"] == 1
     assert "document zero" in caplog.text and "0 bytes" in caplog.text
 

@@ -1,4 +1,4 @@
-"""parse stage: corpus files -> ``documents`` and ``blocks`` (kohaku.parsing).
+"""parse stage: corpus files -> ``documents``, ``blocks`` and ``figures`` (kohaku.parsing).
 
 A document that cannot be read becomes a ``documents`` row with status ``error`` and the
 reason; the run goes on and the bad documents are listed at the end of the run.
@@ -12,7 +12,7 @@ import polars as pl
 from omegaconf import DictConfig
 
 from kohaku.corpus import CorpusConfig, read_metadata
-from kohaku.parsing import ParseConfig, corpus_files, log_summary, parse_corpus, parse_summary
+from kohaku.parsing import ParseConfig, corpus_files, log_summary, parse_summary, read_corpus
 from kohaku.stage import Stage, StageContext
 
 CONFIGS = {"corpus": CorpusConfig, "parse": ParseConfig}
@@ -22,12 +22,14 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     corpus: CorpusConfig = ctx.config("corpus")
     metadata_warnings: list[str] = []
     metadata = read_metadata(corpus.metadata_path, metadata_warnings)
-    documents, blocks = parse_corpus(corpus.root_path, metadata, ctx.config("parse"))
+    documents, blocks, figures = read_corpus(corpus.root_path, metadata, ctx.config("parse"))
     log_summary(documents, ctx.log)
     if documents.height and documents.filter(pl.col("status") != "error").height == 0:
         ctx.log.error("no document of %s could be read; every answer will be blank", corpus.root_path)
-    ctx.report(**parse_summary(documents, blocks), metadata_warnings=metadata_warnings)
-    return {"documents": documents, "blocks": blocks}
+    ctx.report(**parse_summary(documents, blocks, figures), metadata_warnings=metadata_warnings)
+    if figures.height:
+        ctx.log.info("%d figures cut from the PDF pages", figures.height)
+    return {"documents": documents, "blocks": blocks, "figures": figures}
 
 
 def files(cfg: DictConfig) -> list[Path]:
@@ -37,11 +39,11 @@ def files(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="parse",
-    version="2",  # 2: problems in the summary, advice in the error texts
+    version="3",  # 2: problems in the summary, advice in the error texts; 3: the figures table
     inputs=(),
     config_keys=("corpus.root", "corpus.metadata", "parse"),  # the key ignores the questions file
     compute=compute,
     file_inputs=files,
-    outputs=("documents", "blocks"),
+    outputs=("documents", "blocks", "figures"),
     configs=CONFIGS,
 )

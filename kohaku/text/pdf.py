@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kohaku.text.clean import ends_sentence, normalize_line
+from kohaku.text.figures import FigureBox, FigureOptions, RenderError, drop_repeated, find_page_figures, render_figure
 from kohaku.text.formats import DocumentError
 from kohaku.text.headings import is_caption
 
@@ -62,6 +63,7 @@ class PdfOptions:
     heading_ratio: float = 1.12     # size / body size above which a short row is a heading
     max_heading_words: int = 16
     tables: bool = True
+    figures: FigureOptions | None = None   # None: figures are not looked for
 
 
 def _is_bold(fontname: str) -> bool:
@@ -228,7 +230,7 @@ def _inside(w: dict[str, Any], bbox: tuple[float, float, float, float]) -> bool:
     return x0 - 1 <= cx <= x1 + 1 and top - 1 <= cy <= bottom + 1
 
 
-def _page_items(page: Any, opts: PdfOptions) -> tuple[list[Any], int]:
+def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = None) -> tuple[list[Any], int]:
     tables: list[_Table] = []
     if opts.tables:
         for t in page.find_tables():
@@ -244,6 +246,15 @@ def _page_items(page: Any, opts: PdfOptions) -> tuple[list[Any], int]:
     if tables:
         boxes = [(t.x0, t.top, t.x1, t.bottom) for t in tables]
         words = [w for w in words if not any(_inside(w, b) for b in boxes)]
+    found: list[FigureBox] = []
+    if figures is not None and opts.figures is not None and opts.figures.enabled:
+        found = find_page_figures(page, words, [(t.x0, t.top, t.x1, t.bottom) for t in tables], opts.figures)
+        for fig in found:
+            try:
+                fig.png = render_figure(page, fig, opts.figures)
+            except RenderError as exc:
+                fig.error = str(exc)
+        figures.extend(found)
     rows = _rows_from_words(words)
     gutter = _find_gutter(rows, float(page.width), opts.min_gutter)
     rows = _split_columns(rows, gutter, opts.min_gutter)
@@ -253,6 +264,8 @@ def _page_items(page: Any, opts: PdfOptions) -> tuple[list[Any], int]:
         g0, g1 = gutter
         for t in tables:
             t.column = 1 if t.x1 <= g1 + 1 else 2 if t.x0 >= g0 - 1 else 0
+        for f in found:
+            f.column = 1 if f.x1 <= g1 + 1 else 2 if f.x0 >= g0 - 1 else 0
         # a caption right above or below a table belongs where the table is read
         for r in rows:
             if r.text and is_caption(r.text):
@@ -261,7 +274,31 @@ def _page_items(page: Any, opts: PdfOptions) -> tuple[list[Any], int]:
                     if near and r.x0 < t.x1 and r.x1 > t.x0:
                         r.column = t.column
                         break
-    return _reading_order([r for r in rows if r.text] + tables), n_words
+    ordered = _reading_order([r for r in rows if r.text] + tables)
+    # figures take their place in the reading order of the text, which does not change for them
+    return _insert_figures(ordered, found), n_words
+
+
+def _insert_figures(ordered: list[Any], figures: list[FigureBox]) -> list[Any]:
+    """``ordered`` (rows and tables in reading order) with each figure after the item it
+    follows: in a column, after the last item of that column above it (or before the column's
+    first item below it); full width, after the last item that ends above it."""
+    out = list(ordered)
+    for fig in sorted(figures, key=lambda f: (f.top, f.x0)):
+        text = [(i, r) for i, r in enumerate(out) if not isinstance(r, FigureBox)]
+        pos = None
+        if fig.column in (1, 2):
+            above = [i for i, r in text if r.column == fig.column and r.top < fig.top]
+            below = [i for i, r in text if r.column == fig.column and r.top >= fig.top]
+            if above:
+                pos = above[-1] + 1
+            elif below:
+                pos = below[0]
+        if pos is None:
+            above = [i for i, r in text if r.bottom <= fig.top + 2]
+            pos = above[-1] + 1 if above else 0
+        out.insert(pos, fig)
+    return out
 
 
 def _body_size(pages: list[list[Any]]) -> float:
@@ -304,7 +341,8 @@ def _blocks_from_pages(pages: list[list[Any]], opts: PdfOptions) -> list[Block]:
         return min(3, len(heading_sizes) + 1)
 
     blocks: list[Block] = []
-    for page_no, items in enumerate(pages, start=1):
+    for page_no, page_items in enumerate(pages, start=1):
+        items = [r for r in page_items if not isinstance(r, FigureBox)]
         cur: dict[str, Any] | None = None
         prev: _Row | None = None
         # typical line gap on this page
@@ -326,7 +364,11 @@ def _blocks_from_pages(pages: list[list[Any]], opts: PdfOptions) -> list[Block]:
         for r in items:
             if isinstance(r, _Row):
                 col_left[r.column] = min(col_left.get(r.column, r.x0), r.x0)
-        for r in items:
+        for r in page_items:
+            if isinstance(r, FigureBox):
+                # the figure follows the block being built (or the last one closed)
+                r.anchor = len(blocks) - (0 if cur is not None else 1)
+                continue
             if isinstance(r, _Table):
                 close()
                 blocks.append({"page": page_no, "kind": "table", "text": "\n".join(r.rows), "font_size": None, "level": None})
@@ -369,8 +411,13 @@ def _blocks_from_pages(pages: list[list[Any]], opts: PdfOptions) -> list[Block]:
     return blocks
 
 
-def read_pdf(path: Path, opts: PdfOptions | None = None) -> tuple[list[Block], int, list[str]]:
-    """Parse one PDF -> (blocks, n_pages, warnings). Raises DocumentError when unreadable."""
+def read_pdf(path: Path, opts: PdfOptions | None = None,
+             figures: list[FigureBox] | None = None) -> tuple[list[Block], int, list[str]]:
+    """Parse one PDF -> (blocks, n_pages, warnings). Raises DocumentError when unreadable.
+
+    With ``opts.figures`` enabled and a ``figures`` list, the document's figures are appended
+    to it (kohaku/text/figures.py), each with the index of the block it follows in reading
+    order (``anchor``); a figure that cannot be rendered is a warning naming its page and box."""
     import pdfplumber  # imported here: worker processes pay for it only when there are PDFs
 
     opts = opts or PdfOptions()
@@ -383,12 +430,13 @@ def read_pdf(path: Path, opts: PdfOptions | None = None) -> tuple[list[Block], i
     except Exception as exc:  # pdfminer raises many types; report them all the same way
         raise DocumentError(_describe_open_error(exc)) from exc
     pages: list[list[Any]] = []
+    found: list[FigureBox] | None = [] if figures is not None else None
     empty_pages = 0
     try:
         n_pages = len(pdf.pages)
         for page in pdf.pages:
             try:
-                items, n_words = _page_items(page, opts)
+                items, n_words = _page_items(page, opts, found)
             except Exception as exc:
                 items, n_words = [], 0
                 warnings.append(f"page {page.page_number}: {type(exc).__name__}: {exc}")
@@ -410,6 +458,16 @@ def read_pdf(path: Path, opts: PdfOptions | None = None) -> tuple[list[Block], i
     blocks = _blocks_from_pages(pages, opts)
     if not blocks:
         raise DocumentError("no text extracted")
+    if found is not None and figures is not None and opts.figures is not None:
+        kept, _ = drop_repeated(found, opts.figures.repeat_pages)
+        for fig in kept:
+            if fig.png is None:
+                warnings.append(
+                    f"page {fig.page}: {fig.source} figure at ({fig.x0:.0f}, {fig.top:.0f}, {fig.x1:.0f}, "
+                    f"{fig.bottom:.0f}) could not be rendered ({fig.error}); it is left out of the "
+                    f"figures table (lower parse.figures.dpi, or check the PDF page)")
+            else:
+                figures.append(fig)
     return blocks, n_pages, warnings
 
 

@@ -76,7 +76,7 @@ class SegmentConfig:
 
 @dataclass
 class Paragraph:
-    kind: str                       # text / table
+    kind: str                       # text / table / figure
     page: int
     lines: list[str] = field(default_factory=list)
     text: str = ""
@@ -96,7 +96,7 @@ class Section:
 
 @dataclass
 class _Item:
-    kind: str                       # line / blank / break / heading / table / caption
+    kind: str                       # line / blank / break / heading / table / caption / figure
     text: str = ""
     page: int = 1
     indent: int = 0
@@ -134,6 +134,11 @@ def _block_items(blocks: Sequence[dict[str, Any]]) -> list[_Item]:
             lines = [x for x in lines if x]
             if lines:
                 items.append(_Item("caption", page=page, lines=lines))
+            continue
+        if kind == "figure":  # a captioned figure (the caption stage): one paragraph of its own
+            body = " ".join(normalize_line(x) for x in text.split("\n") if x.strip())
+            if body:
+                items.append(_Item("figure", page=page, lines=[body]))
             continue
         raw_lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         norm = [normalize_line(x) for x in raw_lines]
@@ -662,10 +667,12 @@ def _build(items: list[_Item], title: str) -> list[Section]:
             last_line = None
             soft_break = False
             continue
-        if it.kind in ("table", "caption"):
+        if it.kind in ("table", "caption", "figure"):
             close(True)
             if it.kind == "table":
                 current.paragraphs.append(Paragraph("table", it.page, lines=list(it.rows)))
+            elif it.kind == "figure":
+                current.paragraphs.append(Paragraph("figure", it.page, lines=list(it.lines)))
             else:
                 current.paragraphs.append(Paragraph("text", it.page, lines=list(it.lines), caption=True))
             last_line = None
@@ -723,6 +730,12 @@ def _finish_paragraphs(sections: list[Section], vocab: set[str], cfg: SegmentCon
                 p.sentences = _merge_short_rows(rows, cfg.min_sentence_chars)
                 p.text = "\n".join(p.sentences)
                 done.append(p)
+                continue
+            if p.kind == "figure":  # one paragraph whatever its length, so the figure is one node
+                p.text = " ".join(p.lines)
+                p.sentences = split_sentences(p.text, cfg.min_sentence_chars, cfg.max_sentence_chars)
+                if p.sentences:
+                    done.append(p)
                 continue
             text = join_lines(p.lines, vocab)
             if sum(c.isalpha() for c in text) < 2:
