@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from conftest import CONF, compose
 
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-GROUPS = ["corpus", "parse", "tree", "embed", "index", "planner", "retrieve", "infer", "llm", "vote", "score"]
+GROUPS = ["corpus", "parse", "caption", "tree", "embed", "index", "planner", "retrieve", "infer", "llm", "vote", "score"]
 
 
 def test_default_config_composes_and_resolves():

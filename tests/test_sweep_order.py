@@ -66,6 +66,7 @@ def test_predicted_keys_follow_the_config():
     fingerprint = cached_fingerprint()
     a = predict_keys(compose(["llm=fake", "retrieve.top_k=2"]), fingerprint=fingerprint)
     b = predict_keys(compose(["llm=fake", "retrieve.top_k=4"]), fingerprint=fingerprint)
-    assert list(a) == ["parse", "questions", "tree", "embed", "index", "plan", "retrieve", "infer", "vote", "score"]
+    assert list(a) == ["parse", "questions", "caption", "tree", "embed", "index", "plan", "retrieve", "infer",
+                       "vote", "score"]
     same = [s for s in a if a[s] == b[s]]
-    assert same == ["parse", "questions", "tree", "embed", "index", "plan"]
+    assert same == ["parse", "questions", "caption", "tree", "embed", "index", "plan"]

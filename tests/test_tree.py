@@ -12,7 +12,8 @@ from kohaku.config import ConfigError, build
 from kohaku.corpus import read_metadata
 from kohaku.pipeline import option_values
 from kohaku.stages import tree as tree_stage
-from kohaku.parsing import ParseConfig, parse_corpus
+from kohaku.captioning import CAPTIONS_SCHEMA
+from kohaku.parsing import FIGURES_SCHEMA, ParseConfig, parse_corpus
 from kohaku.tree import NODES_SCHEMA, TreeConfig, build_tree, chunk_sentences, corpus_report
 from kohaku.text.tokens import count_tokens
 
@@ -162,8 +163,11 @@ def test_tree_config_validation():
 
 def test_tree_stage_compute(tmp_path, sample_tables):
     docs, blocks = sample_tables
-    parse_dir = write_tables(tmp_path / "parse", {"documents": docs, "blocks": blocks})
-    ctx = make_ctx(tree_stage.STAGE, {"tree": {"mode": "hier"}}, tmp_path / "out", {"parse": parse_dir})
+    parse_dir = write_tables(tmp_path / "parse", {"documents": docs, "blocks": blocks,
+                                                  "figures": pl.DataFrame(schema=FIGURES_SCHEMA)})
+    caption_dir = write_tables(tmp_path / "caption", {"captions": pl.DataFrame(schema=CAPTIONS_SCHEMA)})
+    ctx = make_ctx(tree_stage.STAGE, {"tree": {"mode": "hier"}}, tmp_path / "out",
+                   {"parse": parse_dir, "caption": caption_dir})
     out = tree_stage.STAGE.compute(ctx)
     assert list(out) == ["nodes"]
     assert ctx.summary["mode"] == "hier" and ctx.summary["n_documents"] == 4
@@ -212,8 +216,11 @@ def test_documents_left_out_of_the_tree_are_named(tmp_path, caplog):
                         schema=DOCUMENTS_SCHEMA)
     blocks = pl.DataFrame([{"doc_id": d, "page": 1, "order": 0, "kind": k, "text": t, "font_size": None,
                             "level": None} for d, (k, t) in zip(ids, texts)], schema=BLOCKS_SCHEMA)
-    parse_dir = write_tables(tmp_path / "parse", {"documents": docs, "blocks": blocks})
-    ctx = make_ctx(tree_stage.STAGE, {"tree": {"mode": "hier"}}, tmp_path / "out", {"parse": parse_dir})
+    parse_dir = write_tables(tmp_path / "parse", {"documents": docs, "blocks": blocks,
+                                                  "figures": pl.DataFrame(schema=FIGURES_SCHEMA)})
+    caption_dir = write_tables(tmp_path / "caption", {"captions": pl.DataFrame(schema=CAPTIONS_SCHEMA)})
+    ctx = make_ctx(tree_stage.STAGE, {"tree": {"mode": "hier"}}, tmp_path / "out",
+                   {"parse": parse_dir, "caption": caption_dir})
     with caplog.at_level("WARNING"):
         out = tree_stage.STAGE.compute(ctx)
     assert out["nodes"].height == 0

@@ -43,7 +43,10 @@ class BackendError(KohakuError, RuntimeError):
 class ChatRequest:
     """One chat prompt and how to sample from it.
 
-    messages:    ``[{"role": "system"|"user"|"assistant", "content": str}, ...]``
+    messages:    ``[{"role": "system"|"user"|"assistant", "content": str}, ...]``; a content may
+                 also be a list of OpenAI-style parts (``{"type": "text", "text": ...}``,
+                 ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}``),
+                 as the caption stage sends images (vLLM's multimodal chat takes the same form)
     n:           number of samples (sample k uses seed ``seed + k``)
     temperature: 0 means greedy decoding
     json_schema: when set, the output is constrained to JSON matching this schema
@@ -138,6 +141,24 @@ class Backend(Protocol):
 
 
 OnComplete = Callable[[int, int, Completion], None]
+
+
+def content_text(content: Any) -> str:
+    """The text of a message content: the string itself, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content
+                         if isinstance(p, dict) and p.get("type") == "text")
+    return "" if content is None else str(content)
+
+
+def content_images(content: Any) -> list[str]:
+    """The image URLs (``data:`` URLs for the caption stage) of a message content's parts."""
+    if not isinstance(content, list):
+        return []
+    return [str((p.get("image_url") or {}).get("url", "")) for p in content
+            if isinstance(p, dict) and p.get("type") == "image_url"]
 
 
 def sent_params(req: ChatRequest, **extra: Any) -> dict[str, Any]:

@@ -8,6 +8,8 @@ The output of a sample is a function of (request, sample seed): by default
   document of the schema's ref_id choices found in the prompt (else the first
   ``[ref_id=...]`` marker) and takes the first number of the context as its value, or
   ``is_blank`` when the context has no document;
+- a request whose last message carries images (the caption stage) gets a caption made from
+  the SHA-256 of the first image's bytes (same image, same caption; no model reads it);
 - anything else gets a JSON echo of the last message's length.
 
 Tests pass their own ``responder(request, sample_seed) -> str`` to script other behaviour.
@@ -15,6 +17,8 @@ Tests pass their own ``responder(request, sample_seed) -> str`` to script other 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 import time
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kohaku.config import build
-from kohaku.llm.base import ChatRequest, Completion, identity_of
+from kohaku.llm.base import ChatRequest, Completion, content_images, content_text, identity_of
 from kohaku.text.tokens import count_tokens
 
 Responder = Callable[[ChatRequest, int], str]
@@ -52,8 +56,26 @@ def _cited(req: ChatRequest, text: str) -> list[str]:
     return _REF.findall(text)
 
 
+def image_sha256(url: str) -> str:
+    """SHA-256 of the bytes of a ``data:...;base64,`` URL ("" for any other URL)."""
+    head, _, data = url.partition(",")
+    if not head.startswith("data:") or ";base64" not in head:
+        return ""
+    return hashlib.sha256(base64.b64decode(data)).hexdigest()
+
+
+def fake_caption(sha: str) -> str:
+    """The fake backend's caption of an image with hash ``sha``: deterministic, no values."""
+    return (f"A chart from the document (fake caption of image {sha[:16]}). The fake backend "
+            f"reads no values; use a vision-language model for real captions.")
+
+
 def default_responder(req: ChatRequest, seed: int) -> str:
-    text = req.messages[-1]["content"] if req.messages else ""
+    content = req.messages[-1]["content"] if req.messages else ""
+    images = content_images(content)
+    if images:
+        return fake_caption(image_sha256(images[0]))
+    text = content_text(content)
     props = (req.json_schema or {}).get("properties", {})
     if "queries" in props:
         m = re.search(r"Question:\s*(.+)", text)
@@ -117,7 +139,7 @@ class FakeBackend:
         for r in requests:
             t0 = time.perf_counter()
             texts = [self.responder(r, r.seed + k) for k in range(r.n)]
-            ptoks = sum(count_tokens(m.get("content", "")) for m in r.messages)
+            ptoks = sum(count_tokens(content_text(m.get("content"))) for m in r.messages)
             ctoks = [min(count_tokens(t), r.max_tokens) for t in texts]
             out.append(Completion(texts=texts, prompt_tokens=ptoks, completion_tokens=ctoks,
                                   finish_reasons=["stop"] * r.n, seconds=time.perf_counter() - t0))

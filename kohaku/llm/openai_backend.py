@@ -51,7 +51,15 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from kohaku.config import build
-from kohaku.llm.base import BackendError, ChatRequest, Completion, OnComplete, identity_of, sent_params
+from kohaku.llm.base import (
+    BackendError,
+    ChatRequest,
+    Completion,
+    OnComplete,
+    content_text,
+    identity_of,
+    sent_params,
+)
 from kohaku.text.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -559,7 +567,7 @@ class OpenAIBackend:
                 comp.finish_reasons += got[first].finish_reasons
                 comp.prompt_tokens = comp.prompt_tokens or got[first].prompt_tokens
             if not comp.prompt_tokens:
-                comp.prompt_tokens = sum(count_tokens(m.get("content", "")) for m in r.messages)
+                comp.prompt_tokens = sum(count_tokens(content_text(m.get("content"))) for m in r.messages)
             out.append(comp)
         return out
 

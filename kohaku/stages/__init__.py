@@ -9,6 +9,7 @@ from kohaku.stage import Stage
 STAGE_MODULES: dict[str, str] = {
     "parse": "kohaku.stages.parse",
     "questions": "kohaku.stages.questions",
+    "caption": "kohaku.stages.caption",
     "tree": "kohaku.stages.tree",
     "embed": "kohaku.stages.embed",
     "index": "kohaku.stages.index",

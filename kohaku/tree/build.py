@@ -129,15 +129,23 @@ def _row(node_id: str, doc_id: str, parent: str | None, level: int, order: int, 
 
 
 def build_tree(documents: pl.DataFrame, blocks: pl.DataFrame, cfg: TreeConfig,
-               dropped: list[tuple[str, str]] | None = None) -> pl.DataFrame:
+               dropped: list[tuple[str, str]] | None = None,
+               figures: pl.DataFrame | None = None) -> pl.DataFrame:
     """documents + blocks (the parse tables) -> nodes. Documents with status error are skipped
     (parse reports them); a readable document that yields no node is logged by name and, when
-    ``dropped`` is given, appended to it as (doc_id, reason)."""
+    ``dropped`` is given, appended to it as (doc_id, reason).
+
+    ``figures`` (kohaku.captioning.figure_blocks: doc_id, page, after_order, text) are captioned
+    figures: each becomes a ``figure`` block right after the block whose ``order`` is its
+    ``after_order`` (-1: before the first), so it lands in that block's section as a paragraph
+    of its own. Without figures the tree is exactly what the blocks alone give."""
     seg_cfg = cfg.segment_config()
     usable = documents.filter(pl.col("status") != "error").sort("doc_id")
     by_doc: dict[str, list[dict[str, Any]]] = {}
     for b in blocks.sort(["doc_id", "order"]).iter_rows(named=True):
         by_doc.setdefault(b["doc_id"], []).append(b)
+    if figures is not None and figures.height:
+        _insert_figures(by_doc, figures)
     rows: list[dict[str, Any]] = []
     docs = usable.iter_rows(named=True)
     for doc in tqdm(docs, total=usable.height, desc="tree", unit="doc", disable=usable.height < 20):
@@ -156,6 +164,26 @@ def build_tree(documents: pl.DataFrame, blocks: pl.DataFrame, cfg: TreeConfig,
             continue
         rows.extend(document_nodes(doc["doc_id"], title, sections))
     return pl.DataFrame(rows, schema=NODES_SCHEMA)
+
+
+def _insert_figures(by_doc: dict[str, list[dict[str, Any]]], figures: pl.DataFrame) -> None:
+    after: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for f in figures.sort(["doc_id", "figure"]).iter_rows(named=True):
+        block = {"doc_id": f["doc_id"], "page": int(f["page"]), "order": None, "kind": "figure",
+                 "text": f["text"], "font_size": None, "level": None}
+        after.setdefault(f["doc_id"], {}).setdefault(int(f["after_order"]), []).append(block)
+    for doc_id, by_order in after.items():
+        doc_blocks = by_doc.get(doc_id)
+        if not doc_blocks:
+            continue
+        out = list(by_order.get(-1, []))
+        last = max(int(b["order"]) for b in doc_blocks)
+        for b in doc_blocks:
+            out.append(b)
+            out.extend(by_order.get(int(b["order"]), []))
+        # an order past the last block (never from the parse stage) goes at the end
+        out.extend(x for k, v in sorted(by_order.items()) if k > last for x in v)
+        by_doc[doc_id] = out
 
 
 def _drop(dropped: list[tuple[str, str]] | None, doc_id: str, reason: str) -> None:

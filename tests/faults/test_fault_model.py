@@ -159,7 +159,7 @@ def test_backend_exception_fails_the_run_and_a_rerun_resumes_from_the_cached_sam
     assert record["status"] == "failed"
     assert "CUDA error: device-side assert triggered" in record["error"]
     assert record["failed_stage"] == "infer"
-    assert list(record["stages"]) == ["parse", "questions", "tree", "embed", "index", "plan",
+    assert list(record["stages"]) == ["parse", "questions", "caption", "tree", "embed", "index", "plan",
                                       "retrieve"]
     assert len(generation_parts(cache, "fake:flaky@test")) == 4  # the four answers are kept
 

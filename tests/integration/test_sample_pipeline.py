@@ -38,7 +38,7 @@ def first_run(cache_dir, tmp_path_factory):
 
 def test_every_stage_runs_and_writes_a_complete_submission(first_run):
     assert list(first_run.stages) == [
-        "parse", "questions", "tree", "embed", "index", "plan", "retrieve", "infer", "vote", "score",
+        "parse", "questions", "caption", "tree", "embed", "index", "plan", "retrieve", "infer", "vote", "score",
     ]
     questions = pl.read_csv(SAMPLE / "questions.csv", infer_schema=False)
     submission = pl.read_csv(first_run.run_dir / "submission.csv", infer_schema=False)
@@ -101,7 +101,7 @@ def test_cli_runs_a_subset_and_then_hits_the_cache(tmp_path):
         subprocess.run(cmd + [f"hydra.run.dir={tmp_path / name}"], check=True, cwd=REPO, capture_output=True)
     first = json.loads((tmp_path / "a" / "run.json").read_text())
     second = json.loads((tmp_path / "b" / "run.json").read_text())
-    assert list(first["stages"]) == ["parse", "tree"]
+    assert list(first["stages"]) == ["parse", "caption", "tree"]
     assert not first["stages"]["tree"]["cache_hit"]
     assert all(stage["cache_hit"] for stage in second["stages"].values())
     assert first["stages"]["tree"]["summary"]["n_sentences"] > 0
