@@ -226,20 +226,20 @@ def batch_figures(run: dict[str, Any], log_text: str = "") -> dict[str, Any]:
         "engine_start_seconds": float(ready[0]) if ready else None,
         "infer": {
             "questions": questions,
-            "rounds": int(summary.get("rounds") or 0),
-            "prompts": int(summary.get("prompts") or 0),
-            "samples": int(summary.get("samples") or 0),
-            "model_calls": int(summary.get("model_calls") or 0),
-            "prompt_tokens": int(summary.get("prompt_tokens") or 0),
-            "completion_tokens": int(summary.get("completion_tokens") or 0),
+            **_counts(summary),
             "model_seconds": model_s,
             "stage_seconds": float(infer.get("seconds") or 0.0),
-            "invalid": int(summary.get("invalid") or 0),
         },
         "score": (stages["score"].get("summary") or {}).get("score"),
         "score_variant": (stages["score"].get("summary") or {}).get("variant"),
         "scored": (stages["score"].get("summary") or {}).get("n"),
     }
+
+
+def _counts(summary: dict[str, Any]) -> dict[str, int]:
+    """The infer summary's counters (0 where absent)."""
+    keys = ("rounds", "prompts", "samples", "model_calls", "prompt_tokens", "completion_tokens", "invalid")
+    return {k: int(summary.get(k) or 0) for k in keys}
 
 
 def throughput(f: dict[str, Any]) -> dict[str, float | None]:
@@ -262,15 +262,9 @@ def sequential_figures(summary: dict[str, Any], wall: float, engine_start: float
     return {
         "questions": questions,
         "total_questions": total_questions,
-        "rounds": int(summary.get("rounds") or 0),
-        "prompts": int(summary.get("prompts") or 0),
-        "samples": int(summary.get("samples") or 0),
-        "model_calls": int(summary.get("model_calls") or 0),
-        "prompt_tokens": int(summary.get("prompt_tokens") or 0),
-        "completion_tokens": int(summary.get("completion_tokens") or 0),
+        **_counts(summary),
         "model_seconds": float(summary.get("seconds") or 0.0),
         "stage_seconds": wall,
-        "invalid": int(summary.get("invalid") or 0),
         "engine_start_seconds": engine_start,
         "extrapolated_seconds": (wall / questions * total_questions) if questions else None,
     }
