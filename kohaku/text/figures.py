@@ -22,12 +22,14 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from kohaku.text.clean import normalize_line
 
 _FIGURE_CAPTION = re.compile(r"(?i)^\s*(fig\.?|figure)\s*\d+[a-z]?\s*[:.\-–—]?")
+_TABLE_CAPTION = re.compile(r"(?i)^\s*table\s*\d+[a-z]?\s*[:.\-–—]")
 
 
 @dataclass
@@ -134,16 +136,15 @@ def _clip(obj: dict[str, Any], pw: float, ph: float) -> tuple[float, float, floa
     return (x0, top, x1, bottom)
 
 
-def _captions(words: list[dict[str, Any]]) -> list[tuple[tuple[float, float, float, float], str]]:
-    """(bbox, text) of every "Figure n" caption: its first row and up to three rows below it
-    that follow at line distance and start inside its horizontal extent."""
+def _lines(words: list[dict[str, Any]]) -> list[tuple[tuple[float, float, float, float], str]]:
+    """(bbox, text) of the page's text lines: words on one row, split where a wide gap separates
+    two columns."""
     rows: list[list[dict[str, Any]]] = []
     for w in sorted(words, key=lambda w: (round(w["top"], 1), w["x0"])):
         if rows and abs(w["top"] - rows[-1][0]["top"]) <= 2.5:
             rows[-1].append(w)
         else:
             rows.append([w])
-    # a row is split where a wide gap separates two columns
     lines: list[tuple[tuple[float, float, float, float], str]] = []
     for r in rows:
         r.sort(key=lambda w: w["x0"])
@@ -154,6 +155,13 @@ def _captions(words: list[dict[str, Any]]) -> list[tuple[tuple[float, float, flo
                 part = []
             part.append(w)
         lines.append(_line(part))
+    return lines
+
+
+def _captions(words: list[dict[str, Any]]) -> list[tuple[tuple[float, float, float, float], str]]:
+    """(bbox, text) of every "Figure n" caption: its first row and up to three rows below it
+    that follow at line distance and start inside its horizontal extent."""
+    lines = _lines(words)
     out = []
     used: set[int] = set()
     for i, (box, text) in enumerate(lines):
@@ -175,6 +183,29 @@ def _captions(words: list[dict[str, Any]]) -> list[tuple[tuple[float, float, flo
             used.add(j)
             cur = _union(cur, nbox)
         out.append((cur, normalize_line(" ".join(parts))))
+    return out
+
+
+def chart_tables(tables: list[tuple[float, float, float, float]], words: list[dict[str, Any]],
+                 opts: FigureOptions) -> list[int]:
+    """Indices of the ruled "tables" (pdfplumber's ``find_tables``) that are charts: a gridded
+    plot's axes and grid lines look like a ruled table to it. A table is a chart when the nearest
+    caption line within ``caption_gap`` points above or below it is a "Figure n" line, not a
+    "Table n" line."""
+    lines = _lines(words)
+    out = []
+    for k, box in enumerate(tables):
+        best: tuple[float, bool] | None = None
+        for cbox, text in lines:
+            figure, table = is_figure_caption(text), bool(_TABLE_CAPTION.match(text))
+            if not (figure or table) or not (cbox[0] < box[2] and box[0] < cbox[2]):
+                continue
+            below, above = cbox[1] - box[3], box[1] - cbox[3]
+            d = below if -4 <= below <= opts.caption_gap else above if -4 <= above <= opts.caption_gap else None
+            if d is not None and (best is None or d < best[0]):
+                best = (d, figure)
+        if best is not None and best[1]:
+            out.append(k)
     return out
 
 
@@ -200,8 +231,9 @@ def _nearest_caption(box: tuple[float, float, float, float], captions, taken: se
 
 def find_page_figures(page: Any, words: list[dict[str, Any]],
                       tables: list[tuple[float, float, float, float]],
-                      opts: FigureOptions) -> list[FigureBox]:
-    """The figures of one open pdfplumber page (see the module docstring)."""
+                      opts: FigureOptions, stats: Counter | None = None) -> list[FigureBox]:
+    """The figures of one open pdfplumber page (see the module docstring); ``stats`` counts
+    what was dropped (``tiny``, ``full_page``)."""
     pw, ph = float(page.width), float(page.height)
     area = pw * ph
     captions = _captions(words)
@@ -240,8 +272,12 @@ def find_page_figures(page: Any, words: list[dict[str, Any]],
     for box, source in sorted(regions, key=lambda r: (r[0][1], r[0][0])):
         w, h = box[2] - box[0], box[3] - box[1]
         if min(w, h) < opts.min_size or w * h < opts.min_area_share * area:
+            if stats is not None:
+                stats[f"tiny {source}"] += 1
             continue
         if source == "image" and w * h >= opts.full_page_share * area and not opts.full_page:
+            if stats is not None:
+                stats["full_page"] += 1
             continue
         k = _nearest_caption(box, captions, taken_captions, opts.caption_gap)
         caption = ""
@@ -254,11 +290,14 @@ def find_page_figures(page: Any, words: list[dict[str, Any]],
 
 def _grow_by_words(box, words, captions, pad_x: float = 36.0, pad_y: float = 16.0):
     """The chart's box grown by the words whose centre lies inside it or within ``pad_x`` /
-    ``pad_y`` points of it (tick labels, axis titles, units, legends), caption lines left out;
-    after the first pass it grows sideways and down only (the text above a chart stays out)."""
+    ``pad_y`` points of it (tick labels, axis titles, units, legends), caption lines left out.
+    Sideways it grows only within ``pad_x`` of the drawing itself (iterating sideways would walk
+    along a text line into the next column); later passes grow downwards only (an axis title below
+    the tick labels), never upwards (the text above a chart stays out)."""
+    left, right = box[0] - pad_x, box[2] + pad_x
     grown = box
-    for n in range(3):  # labels beside labels (an axis title below the tick labels), never upwards
-        near = (grown[0] - pad_x, grown[1] - (pad_y if n == 0 else 0.0), grown[2] + pad_x, grown[3] + pad_y)
+    for n in range(3):
+        near = (left, grown[1] - (pad_y if n == 0 else 0.0), right, grown[3] + pad_y)
         before = grown
         for w in words:
             wb = (w["x0"], w["top"], w["x1"], w["bottom"])

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from kohaku.text.clean import ends_sentence, normalize_line
-from kohaku.text.figures import FigureBox, FigureOptions, RenderError, drop_repeated, find_page_figures, render_figure
+from kohaku.text.figures import (FigureBox, FigureOptions, RenderError, chart_tables, drop_repeated, find_page_figures,
+                                 render_figure)
 from kohaku.text.formats import DocumentError
 from kohaku.text.headings import is_caption
 
@@ -64,6 +65,10 @@ class PdfOptions:
     max_heading_words: int = 16
     tables: bool = True
     figures: FigureOptions | None = None   # None: figures are not looked for
+    # a gap between two letters wider than this share of the font size separates words
+    # (pdfplumber's default, 3 points whatever the size, glues tightly set words together:
+    # "individualauthorcontributions" in ACL papers)
+    word_gap_ratio: float | None = 0.15
 
 
 def _is_bold(fontname: str) -> bool:
@@ -230,7 +235,8 @@ def _inside(w: dict[str, Any], bbox: tuple[float, float, float, float]) -> bool:
     return x0 - 1 <= cx <= x1 + 1 and top - 1 <= cy <= bottom + 1
 
 
-def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = None) -> tuple[list[Any], int]:
+def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = None,
+                stats: Counter | None = None) -> tuple[list[Any], int]:
     tables: list[_Table] = []
     if opts.tables:
         for t in page.find_tables():
@@ -238,23 +244,39 @@ def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = N
             if rows:
                 x0, top, x1, bottom = t.bbox
                 tables.append(_Table(top, bottom, x0, x1, rows))
-    words = page.extract_words(extra_attrs=["size", "fontname"], keep_blank_chars=False, use_text_flow=False)
+    spacing = {"x_tolerance_ratio": opts.word_gap_ratio} if opts.word_gap_ratio else {}
+    words = page.extract_words(extra_attrs=["size", "fontname"], keep_blank_chars=False, use_text_flow=False,
+                               **spacing)
     n_words = len(words)
     # text drawn outside the page box is invisible; it would only confuse the layout
     pw, ph = float(page.width), float(page.height)
     words = [w for w in words if w["x1"] > 0 and w["x0"] < pw and w["bottom"] > 0 and w["top"] < ph]
+    want_figures = figures is not None and opts.figures is not None and opts.figures.enabled
+    charts: list[tuple[float, float, float, float]] = []
+    if tables and want_figures and opts.figures.vector:  # type: ignore[union-attr]
+        # a gridded plot is a "ruled table" to find_tables; one captioned "Figure n" is a chart:
+        # no table block, its labels out of the text, its drawing left to the figure finder
+        boxes = [(t.x0, t.top, t.x1, t.bottom) for t in tables]
+        is_chart = set(chart_tables(boxes, words, opts.figures))  # type: ignore[arg-type]
+        charts = [b for k, b in enumerate(boxes) if k in is_chart]
+        tables = [t for k, t in enumerate(tables) if k not in is_chart]
+        if stats is not None and charts:
+            stats["charts_not_tables"] += len(charts)
     if tables:
         boxes = [(t.x0, t.top, t.x1, t.bottom) for t in tables]
         words = [w for w in words if not any(_inside(w, b) for b in boxes)]
     found: list[FigureBox] = []
-    if figures is not None and opts.figures is not None and opts.figures.enabled:
-        found = find_page_figures(page, words, [(t.x0, t.top, t.x1, t.bottom) for t in tables], opts.figures)
+    if want_figures:
+        found = find_page_figures(page, words, [(t.x0, t.top, t.x1, t.bottom) for t in tables],
+                                  opts.figures, stats)  # type: ignore[arg-type]
         for fig in found:
             try:
                 fig.png = render_figure(page, fig, opts.figures)
             except RenderError as exc:
                 fig.error = str(exc)
-        figures.extend(found)
+        figures.extend(found)  # type: ignore[union-attr]
+    if charts:
+        words = [w for w in words if not any(_inside(w, b) for b in charts)]
     rows = _rows_from_words(words)
     gutter = _find_gutter(rows, float(page.width), opts.min_gutter)
     rows = _split_columns(rows, gutter, opts.min_gutter)
@@ -411,13 +433,16 @@ def _blocks_from_pages(pages: list[list[Any]], opts: PdfOptions) -> list[Block]:
     return blocks
 
 
-def read_pdf(path: Path, opts: PdfOptions | None = None,
-             figures: list[FigureBox] | None = None) -> tuple[list[Block], int, list[str]]:
+def read_pdf(path: Path, opts: PdfOptions | None = None, figures: list[FigureBox] | None = None,
+             figure_stats: Counter | None = None) -> tuple[list[Block], int, list[str]]:
     """Parse one PDF -> (blocks, n_pages, warnings). Raises DocumentError when unreadable.
 
     With ``opts.figures`` enabled and a ``figures`` list, the document's figures are appended
     to it (kohaku/text/figures.py), each with the index of the block it follows in reading
-    order (``anchor``); a figure that cannot be rendered is a warning naming its page and box."""
+    order (``anchor``); a figure that cannot be rendered is a warning naming its page and box.
+    ``figure_stats`` counts what the finder dropped or changed: ``tiny image`` / ``tiny vector``,
+    ``full_page``, ``repeated`` (logos), ``charts_not_tables`` (gridded charts find_tables took
+    for ruled tables), ``unrendered``."""
     import pdfplumber  # imported here: worker processes pay for it only when there are PDFs
 
     opts = opts or PdfOptions()
@@ -436,7 +461,7 @@ def read_pdf(path: Path, opts: PdfOptions | None = None,
         n_pages = len(pdf.pages)
         for page in pdf.pages:
             try:
-                items, n_words = _page_items(page, opts, found)
+                items, n_words = _page_items(page, opts, found, figure_stats)
             except Exception as exc:
                 items, n_words = [], 0
                 warnings.append(f"page {page.page_number}: {type(exc).__name__}: {exc}")
@@ -459,9 +484,13 @@ def read_pdf(path: Path, opts: PdfOptions | None = None,
     if not blocks:
         raise DocumentError("no text extracted")
     if found is not None and figures is not None and opts.figures is not None:
-        kept, _ = drop_repeated(found, opts.figures.repeat_pages)
+        kept, n_repeated = drop_repeated(found, opts.figures.repeat_pages)
+        if figure_stats is not None and n_repeated:
+            figure_stats["repeated"] += n_repeated
         for fig in kept:
             if fig.png is None:
+                if figure_stats is not None:
+                    figure_stats["unrendered"] += 1
                 warnings.append(
                     f"page {fig.page}: {fig.source} figure at ({fig.x0:.0f}, {fig.top:.0f}, {fig.x1:.0f}, "
                     f"{fig.bottom:.0f}) could not be rendered ({fig.error}); it is left out of the "
