@@ -46,6 +46,7 @@ CAPTIONS_SCHEMA = {
 }
 BLOCK_COLUMNS = {
     "doc_id": pl.String, "figure": pl.Int64, "page": pl.Int64, "after_order": pl.Int64, "text": pl.String,
+    "replaces_orders": pl.List(pl.Int64),
 }
 
 
@@ -136,7 +137,8 @@ def figure_text(page: int, caption_line: str, description: str) -> str:
 
 def figure_blocks(figures: pl.DataFrame, captions: pl.DataFrame) -> pl.DataFrame:
     """Figures with a non-empty caption as blocks for the tree (doc_id, figure, page,
-    after_order, text), in document order. No caption rows: an empty table."""
+    after_order, text, replaces_orders: the blocks the figure paragraph stands for, its caption
+    paragraph and its text labels), in document order. No caption rows: an empty table."""
     if figures.height == 0 or captions.height == 0:
         return pl.DataFrame(schema=BLOCK_COLUMNS)
     text_of = {s: t for s, t in zip(captions["sha256"].to_list(), captions["text"].to_list()) if t}
@@ -146,5 +148,6 @@ def figure_blocks(figures: pl.DataFrame, captions: pl.DataFrame) -> pl.DataFrame
         if description:
             rows.append({"doc_id": f["doc_id"], "figure": f["figure"], "page": f["page"],
                          "after_order": f["after_order"],
-                         "text": figure_text(f["page"], f["caption"], description)})
+                         "text": figure_text(f["page"], f["caption"], description),
+                         "replaces_orders": list(f.get("replaces_orders") or [])})
     return pl.DataFrame(rows, schema=BLOCK_COLUMNS)

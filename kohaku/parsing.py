@@ -68,6 +68,7 @@ FIGURES_SCHEMA = {
     "source": pl.String,
     "caption": pl.String,
     "after_order": pl.Int64,
+    "replaces_orders": pl.List(pl.Int64),
     "sha256": pl.String,
     "width": pl.Int64,
     "height": pl.Int64,
@@ -315,6 +316,7 @@ def _figure_rows(doc_id: str, figures: list[FigureBox], kept: list[int]) -> list
     the ``order`` of the kept block it follows."""
     from bisect import bisect_right
 
+    position = {block: order for order, block in enumerate(kept)}
     rows = []
     for n, fig in enumerate(sorted(figures, key=lambda f: (f.page, f.top, f.x0)), start=1):
         data = fig.png or b""
@@ -323,6 +325,7 @@ def _figure_rows(doc_id: str, figures: list[FigureBox], kept: list[int]) -> list
             "doc_id": doc_id, "figure": n, "page": int(fig.page),
             "bbox": [round(float(v), 2) for v in fig.bbox], "source": fig.source,
             "caption": fig.caption, "after_order": bisect_right(kept, fig.anchor) - 1,
+            "replaces_orders": [position[i] for i in fig.replaces if i in position],
             "sha256": sha256(data), "width": width, "height": height, "image": data,
         })
     return rows

@@ -107,15 +107,15 @@ def test_figure_paragraphs_land_after_the_paragraph_they_follow(parsed):
     nodes = build_tree(docs, blocks, TreeConfig(), figures=fig_blocks)
     paras = nodes.filter((pl.col("doc_id") == "chen2024") & (pl.col("level") == 2))
     figs = paras.filter(pl.col("block_kind") == "figure")
-    assert figs["node_id"].to_list() == ["chen2024#s4.p2", "chen2024#s4.p5"]
+    assert figs["node_id"].to_list() == ["chen2024#s4.p2", "chen2024#s4.p4"]
     assert figs["section"].to_list() == ["3 Results", "3 Results"] and figs["page"].to_list() == [2, 2]
     text = figs["text"].to_list()
     assert text[0].startswith("[Figure, page 2] Figure 1: Energy per chat request by accelerator type (Wh)")
     assert text[1].startswith("[Figure, page 2] Figure 2: Make-up water of the cooling towers")
     assert fake_caption(figures["sha256"][0]) in text[0]
-    before = dict(zip(paras["node_id"].to_list(), paras["text"].to_list()))
-    assert before["chen2024#s4.p1"].startswith("The newest accelerator type")
-    assert before["chen2024#s4.p4"].startswith("Water use follows")
+    after = dict(zip(paras["node_id"].to_list(), paras["text"].to_list()))
+    assert after["chen2024#s4.p1"].startswith("The newest accelerator type")
+    assert after["chen2024#s4.p3"].startswith("Water use follows")
     sentences = nodes.filter((pl.col("parent_id") == "chen2024#s4.p2"))
     assert sentences.height >= 2 and set(sentences["block_kind"]) == {"figure"}
     # without captions the tree is the text's tree, node for node
@@ -123,8 +123,14 @@ def test_figure_paragraphs_land_after_the_paragraph_they_follow(parsed):
     empty = figure_blocks(figures, pl.DataFrame(schema=CAPTIONS_SCHEMA))
     assert empty.height == 0
     assert build_tree(docs, blocks, TreeConfig(), figures=empty).equals(plain)
-    assert nodes.height == plain.height + 2 + sentences.height + nodes.filter(
-        pl.col("parent_id") == "chen2024#s4.p5").height
+    # a captioned figure stands for its caption paragraph and the labels drawn as text in its box
+    plain_paras = plain.filter((pl.col("doc_id") == "chen2024") & (pl.col("level") == 2))["text"].to_list()
+    gone = [t for t in plain_paras if t not in paras["text"].to_list()]
+    assert gone == ["Figure 1: Energy per chat request by accelerator type (Wh), measured on the Harbour cluster.",
+                    "0 Q1 Q2 Q3 Q4",
+                    "Figure 2: Make-up water of the cooling towers per quarter of 2023 (cubic metres)."]
+    assert figures["replaces_orders"].to_list()[0] == [figures["after_order"][0] + 1]
+    assert not any("Figure 1:" in t and not t.startswith("[Figure") for t in paras["text"].to_list())
 
 
 def _run(tmp_path: Path, name: str, *overrides: str):
@@ -203,3 +209,23 @@ def test_caption_requests_are_vllm_multimodal_chat_input(parsed):
         assert got["types"] == ["text", "image_url"]
         assert got["size"] == list(image.size)
         assert got["pixels"] == hashlib.sha256(image.tobytes()).hexdigest()
+
+
+def test_the_chart_question_retrieves_the_figure_within_2000_tokens(tmp_path):
+    """q012 of corpus=sample_figures is answered only by the bar chart: with fake captions the
+    figure paragraph (its caption line and description) is in q012's first context."""
+    cfg = compose(["corpus=sample_figures", "caption=fake", f"cache.dir={tmp_path / 'cache'}",
+                   "stages=[retrieve]", "retrieve.max_context_tokens=2000"])
+    result = run_pipeline(cfg, tmp_path / "run")
+    contexts = pl.read_parquet(Path(result.stages["retrieve"].path) / "contexts.parquet")
+    first = contexts.filter((pl.col("qid") == "q012") & (pl.col("attempt") == 0)).row(0, named=True)
+    assert first["n_tokens"] <= 2000
+    # the figure paragraph, one of its sentences, or its section (the tree dedup keeps the parent)
+    assert any(n in ("chen2024#s4", "chen2024#s4.p2") or n.startswith("chen2024#s4.p2.")
+               for n in first["node_ids"]), first["node_ids"]
+    assert "[Figure, page 2] Figure 1: Energy per chat request" in first["context"]
+    # with captions off the chart's numbers are nowhere: no figure paragraph can be retrieved
+    plain = run_pipeline(compose(["corpus=sample_figures", f"cache.dir={tmp_path / 'cache'}", "stages=[retrieve]",
+                                  "retrieve.max_context_tokens=2000"]), tmp_path / "plain")
+    ctx = pl.read_parquet(Path(plain.stages["retrieve"].path) / "contexts.parquet")
+    assert "[Figure" not in " ".join(ctx["context"].to_list())

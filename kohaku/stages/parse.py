@@ -39,7 +39,8 @@ def files(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="parse",
-    version="3",  # 2: problems in the summary, advice in the error texts; 3: the figures table
+    version="4",  # 2: problems in the summary, advice in the error texts; 3: the figures table;
+    # 4: words split at font-relative gaps, captioned gridded charts are figures, replaces_orders
     inputs=(),
     config_keys=("corpus.root", "corpus.metadata", "parse"),  # the key ignores the questions file
     compute=compute,

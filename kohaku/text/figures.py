@@ -23,7 +23,7 @@ import hashlib
 import io
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kohaku.text.clean import normalize_line
@@ -72,6 +72,9 @@ class FigureBox:
     caption: str = ""
     column: int = 0                 # set by the PDF reader (0 full width, 1 left, 2 right)
     anchor: int = -1                # index of the block it follows in reading order (-1: none)
+    # indices of the reader's blocks a captioned figure stands for: its caption paragraph and
+    # the paragraphs made only of text inside its box (tick labels, legends)
+    replaces: list[int] = field(default_factory=list)
     png: bytes | None = None        # the rendering (None when it failed: see error)
     error: str = ""
 

@@ -373,6 +373,9 @@ def _blocks_from_pages(pages: list[list[Any]], opts: PdfOptions) -> list[Block]:
         gaps.sort()
         line_gap = gaps[len(gaps) // 2] if gaps else 3.0
 
+        page_start = len(blocks)
+        row_boxes: list[list[tuple[float, float, float, float]]] = []  # per block of this page
+
         def close() -> None:
             nonlocal cur
             if cur is not None and cur["lines"]:
@@ -380,6 +383,7 @@ def _blocks_from_pages(pages: list[list[Any]], opts: PdfOptions) -> list[Block]:
                     "page": page_no, "kind": cur["kind"], "text": "\n".join(cur["lines"]),
                     "font_size": cur["size"], "level": cur.get("level"),
                 })
+                row_boxes.append(cur.get("boxes", []))
             cur = None
 
         col_left: dict[int, float] = {}
@@ -394,6 +398,7 @@ def _blocks_from_pages(pages: list[list[Any]], opts: PdfOptions) -> list[Block]:
             if isinstance(r, _Table):
                 close()
                 blocks.append({"page": page_no, "kind": "table", "text": "\n".join(r.rows), "font_size": None, "level": None})
+                row_boxes.append([])
                 prev = None
                 continue
             heading = _is_heading_row(r, body, opts)
@@ -428,9 +433,32 @@ def _blocks_from_pages(pages: list[list[Any]], opts: PdfOptions) -> list[Block]:
                 cur = {"kind": "text", "lines": [r.text], "size": r.size}
             else:
                 cur["lines"].append(r.text)
+            cur.setdefault("boxes", []).append((r.x0, r.top, r.x1, r.bottom))
             prev = r
         close()
+        for fig in page_items:
+            if isinstance(fig, FigureBox):
+                fig.replaces = _replaced_blocks(fig, blocks[page_start:], row_boxes, page_start)
     return blocks
+
+
+def _replaced_blocks(fig: FigureBox, page_blocks: list[Block], row_boxes: list[list[tuple[float, float, float, float]]],
+                     offset: int) -> list[int]:
+    """Block indices a captioned figure stands for: blocks whose every line lies inside its box
+    (labels drawn as text), and its caption paragraph (the first block on the page, after the
+    figure's anchor, whose text is the figure's caption line)."""
+    x0, top, x1, bottom = fig.bbox
+    out = []
+    for k, boxes in enumerate(row_boxes):
+        if boxes and all(x0 - 2 <= b[0] and b[2] <= x1 + 2 and top - 2 <= b[1] and b[3] <= bottom + 2 for b in boxes):
+            out.append(offset + k)
+    caption = " ".join(fig.caption.split())
+    if caption:
+        for k, b in enumerate(page_blocks):
+            if offset + k > fig.anchor and " ".join(str(b["text"]).split()) == caption:
+                out.append(offset + k)
+                break
+    return sorted(set(out))
 
 
 def read_pdf(path: Path, opts: PdfOptions | None = None, figures: list[FigureBox] | None = None,

@@ -167,19 +167,26 @@ def build_tree(documents: pl.DataFrame, blocks: pl.DataFrame, cfg: TreeConfig,
 
 
 def _insert_figures(by_doc: dict[str, list[dict[str, Any]]], figures: pl.DataFrame) -> None:
+    """Each captioned figure after the block it follows; the blocks it stands for (its caption
+    paragraph, its labels drawn as text: ``replaces_orders``) leave the tree, since the figure
+    paragraph carries the caption line and the description reads the labels."""
     after: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    replaced: dict[str, set[int]] = {}
     for f in figures.sort(["doc_id", "figure"]).iter_rows(named=True):
         block = {"doc_id": f["doc_id"], "page": int(f["page"]), "order": None, "kind": "figure",
                  "text": f["text"], "font_size": None, "level": None}
         after.setdefault(f["doc_id"], {}).setdefault(int(f["after_order"]), []).append(block)
+        replaced.setdefault(f["doc_id"], set()).update(int(o) for o in (f.get("replaces_orders") or []))
     for doc_id, by_order in after.items():
         doc_blocks = by_doc.get(doc_id)
         if not doc_blocks:
             continue
         out = list(by_order.get(-1, []))
         last = max(int(b["order"]) for b in doc_blocks)
+        gone = replaced.get(doc_id, set())
         for b in doc_blocks:
-            out.append(b)
+            if int(b["order"]) not in gone:
+                out.append(b)
             out.extend(by_order.get(int(b["order"]), []))
         # an order past the last block (never from the parse stage) goes at the end
         out.extend(x for k, v in sorted(by_order.items()) if k > last for x in v)
