@@ -125,9 +125,10 @@ def caption_figures(figures: pl.DataFrame, backend: Backend, cache: GenerationCa
     return pl.DataFrame(rows, schema=CAPTIONS_SCHEMA)
 
 
-def figure_text(page: int, caption_line: str, description: str) -> str:
-    """A figure paragraph's text: the marker, the PDF's caption line, the model's description."""
-    parts = [f"[Figure, page {int(page)}]"]
+def figure_text(page: int | None, caption_line: str, description: str) -> str:
+    """A figure paragraph's text: the marker, the PDF's caption line, the model's description
+    (an image file of an images/ corpus has no page: ``[Figure]``)."""
+    parts = ["[Figure]" if page is None else f"[Figure, page {int(page)}]"]
     line = " ".join((caption_line or "").split())
     if line:
         parts.append(line if line.endswith((".", ":", "!", "?")) else line + ".")

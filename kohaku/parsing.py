@@ -150,6 +150,70 @@ def find_orphans(root: Path, ids: set[str], cfg: ParseConfig) -> list[tuple[str,
     return sorted(orphans.items())
 
 
+IMAGE_DIR = "images"
+IMAGE_EXTS = (".png", ".jpg", ".jpeg")
+IMAGE_CAPTIONS = "captions.csv"
+
+
+def image_files(root: Path) -> dict[str, list[Path]]:
+    """``images/<doc_id>/*.png|jpg|jpeg`` under the corpus root: a document's figures given as
+    image files (a corpus of images with metadata), by doc_id, in file-name order."""
+    folder = Path(root) / IMAGE_DIR
+    if not folder.is_dir():
+        return {}
+    out: dict[str, list[Path]] = {}
+    for d in sorted(p for p in folder.iterdir() if p.is_dir()):
+        files = sorted(f for f in d.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_EXTS)
+        if files:
+            out[d.name] = files
+    return out
+
+
+def image_captions(root: Path, warnings: list[str]) -> dict[str, str]:
+    """``images/captions.csv`` (columns ``file``, ``caption``; file relative to images/, e.g.
+    ``patterson2021/fig3.png``): each image's own caption line, where the corpus has one."""
+    path = Path(root) / IMAGE_DIR / IMAGE_CAPTIONS
+    if not path.is_file():
+        return {}
+    from kohaku.corpus import CorpusError
+    from kohaku.csvfile import read_csv_strings, require_columns
+
+    df = read_csv_strings(path, "image captions", CorpusError, warnings)
+    require_columns(df, ("file", "caption"), str(path), "image captions", CorpusError)
+    return {f.strip(): c.strip() for f, c in zip(df["file"].to_list(), df["caption"].to_list()) if f}
+
+
+def _image_rows(doc_id: str, files: list[Path], root: Path, captions: dict[str, str], first: int,
+                after_order: int, warnings: list[str]) -> list[dict[str, Any]]:
+    """Figures-table rows for a document's image files (PNG kept as it is, JPEG converted to
+    PNG); an unreadable file is a warning naming it, not a crash."""
+    rows = []
+    for path in files:
+        rel = path.relative_to(Path(root) / IMAGE_DIR).as_posix()
+        try:
+            data = path.read_bytes()
+            if path.suffix.lower() != ".png" or png_size(data) == (0, 0):
+                import io
+
+                from PIL import Image
+
+                buf = io.BytesIO()
+                with Image.open(io.BytesIO(data)) as im:
+                    im.convert("RGB").save(buf, format="PNG")
+                data = buf.getvalue()
+        except Exception as exc:  # PIL raises many types for a broken file
+            warnings.append(f"{IMAGE_DIR}/{rel}: cannot read the image ({type(exc).__name__}: {exc}); "
+                            "it is left out of the figures table (replace or remove the file)")
+            continue
+        width, height = png_size(data)
+        rows.append({
+            "doc_id": doc_id, "figure": first + len(rows), "page": None, "bbox": [], "source": "file",
+            "caption": captions.get(rel, ""), "after_order": after_order, "replaces_orders": [],
+            "sha256": sha256(data), "width": width, "height": height, "image": data,
+        })
+    return rows
+
+
 def corpus_files(corpus: CorpusConfig, cfg: ParseConfig) -> list[Path]:
     """metadata.csv and every document file found (hashed into the parse stage's key)."""
     meta_path = corpus.metadata_path
@@ -162,6 +226,10 @@ def corpus_files(corpus: CorpusConfig, cfg: ParseConfig) -> list[Path]:
     for hits in find_documents(corpus.root_path, ids, cfg).values():
         files.extend(path for _, path in hits)
     files.extend(path for _, path in find_orphans(corpus.root_path, set(ids), cfg))
+    files.extend(path for paths in image_files(corpus.root_path).values() for path in paths)
+    captions = corpus.root_path / IMAGE_DIR / IMAGE_CAPTIONS
+    if captions.is_file():
+        files.append(captions)
     return sorted(set(files))
 
 
@@ -253,6 +321,9 @@ def read_corpus(
     doc_rows: list[dict[str, Any]] = []
     block_rows: list[dict[str, Any]] = []
     figure_rows: list[dict[str, Any]] = []
+    images = image_files(root) if cfg.figures.enabled else {}
+    caption_warnings: list[str] = []
+    captions = image_captions(root, caption_warnings) if images else {}
     for meta in metadata.iter_rows(named=True):
         doc_id = meta["id"]
         hits = found[doc_id]
@@ -261,6 +332,17 @@ def read_corpus(
             "type": meta["type"], "citation": meta["citation"], "source": "", "format": "",
             "n_pages": 0, "n_blocks": 0, "status": "error", "error": "", "warnings": [],
         }
+        if not hits and doc_id in images:  # a document given only as its figures
+            warnings = list(caption_warnings)
+            rows = _image_rows(doc_id, images[doc_id], root, captions, 1, -1, warnings)
+            figure_rows.extend(rows)
+            row.update(source=f"{IMAGE_DIR}/{doc_id}", format="images", warnings=warnings)
+            if rows:
+                row["status"] = "warning" if warnings else "ok"
+            else:
+                row["error"] = f"no readable image in {IMAGE_DIR}/{doc_id}"
+            doc_rows.append(row)
+            continue
         if not hits:
             looked = ", ".join(
                 str((d.relative_to(root) if d != root else Path(".")) / f"{doc_id}{_EXT[f]}")
@@ -282,7 +364,11 @@ def read_corpus(
         else:
             kept = [k for k, b in enumerate(res["blocks"]) if (b.get("text") or "").strip()]
             blocks = [res["blocks"][k] for k in kept]
-            figure_rows.extend(_figure_rows(doc_id, res.get("figures") or [], kept))
+            doc_figures = _figure_rows(doc_id, res.get("figures") or [], kept)
+            if doc_id in images:  # image files of the document: after its text
+                doc_figures += _image_rows(doc_id, images[doc_id], root, captions, len(doc_figures) + 1,
+                                           len(blocks) - 1, warnings)
+            figure_rows.extend(doc_figures)
             for i, b in enumerate(blocks):
                 block_rows.append({
                     "doc_id": doc_id, "page": int(b.get("page") or 1), "order": i,
@@ -297,6 +383,14 @@ def read_corpus(
                 row["status"] = "warning" if warnings else "ok"
         row["warnings"] = warnings
         doc_rows.append(row)
+    for doc_id in sorted(set(images) - set(ids)):
+        doc_rows.append({
+            "doc_id": doc_id, "title": "", "url": "", "year": "", "type": "", "citation": "",
+            "source": f"{IMAGE_DIR}/{doc_id}", "format": "images", "n_pages": 0, "n_blocks": 0,
+            "status": "error",
+            "error": "image folder has no row in metadata.csv; add one (id,type,title,year,citation,url) to include it",
+            "warnings": [],
+        })
     for doc_id, path in find_orphans(root, set(ids), cfg):
         doc_rows.append({
             "doc_id": doc_id, "title": "", "url": "", "year": "", "type": "", "citation": "",

@@ -229,3 +229,62 @@ def test_the_chart_question_retrieves_the_figure_within_2000_tokens(tmp_path):
                                   "retrieve.max_context_tokens=2000"]), tmp_path / "plain")
     ctx = pl.read_parquet(Path(plain.stages["retrieve"].path) / "contexts.parquet")
     assert "[Figure" not in " ".join(ctx["context"].to_list())
+
+
+def _png(color: str, size=(60, 40)) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_an_images_folder_corpus(tmp_path):
+    """images/<doc_id>/*.png|jpg: figures of a document with text (after its text) or of a
+    document given only as images; images/captions.csv gives caption lines; an unreadable file
+    and a folder without metadata are named, not fatal."""
+    import io
+
+    from PIL import Image
+
+    from kohaku.corpus import CorpusConfig
+    from kohaku.parsing import corpus_files
+
+    root = tmp_path / "corpus"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "alpha.md").write_text("# Alpha report\n\nThe cluster used 12 MWh in 2023.\n")
+    (root / "metadata.csv").write_text("id,type,title,year,citation,url\n"
+                                       "alpha,report,Alpha report,2023,A,u\nbeta,report,Beta charts,2024,B,u\n")
+    for doc, name, data in (("alpha", "fig1.png", _png("red")), ("beta", "chart.png", _png("blue")),
+                            ("gamma", "x.png", _png("green")), ("alpha", "broken.png", b"not an image")):
+        (root / "images" / doc).mkdir(parents=True, exist_ok=True)
+        (root / "images" / doc / name).write_bytes(data)
+    jpg = io.BytesIO()
+    Image.new("RGB", (50, 30), "yellow").save(jpg, format="JPEG")
+    (root / "images" / "alpha" / "fig2.jpg").write_bytes(jpg.getvalue())
+    (root / "images" / "captions.csv").write_text("file,caption\nalpha/fig1.png,Figure 1: Energy by year.\n")
+
+    docs, blocks, figures = read_corpus(root, read_metadata(root / "metadata.csv"), ParseConfig(workers=1))
+    by_doc = {r["doc_id"]: r for r in docs.iter_rows(named=True)}
+    assert by_doc["beta"]["status"] == "ok" and by_doc["beta"]["format"] == "images"
+    assert by_doc["gamma"]["status"] == "error" and "no row in metadata.csv" in by_doc["gamma"]["error"]
+    assert by_doc["alpha"]["status"] == "warning"
+    assert any("images/alpha/broken.png: cannot read the image" in w for w in by_doc["alpha"]["warnings"])
+    got = [(r["doc_id"], r["figure"], r["source"], r["caption"], r["after_order"]) for r in figures.iter_rows(named=True)]
+    n_alpha = blocks.filter(pl.col("doc_id") == "alpha").height
+    assert got == [("alpha", 1, "file", "Figure 1: Energy by year.", n_alpha - 1),
+                   ("alpha", 2, "file", "", n_alpha - 1), ("beta", 1, "file", "", -1)]
+    assert figures["image"][1][:8] == b"\x89PNG\r\n\x1a\n"  # the JPEG, as PNG
+    assert figures["sha256"][0] == hashlib.sha256(_png("red")).hexdigest()
+    captions = caption_figures(figures, FakeBackend(identity="fake:v@0"), None, _fake_cfg(), Counters())
+    nodes = build_tree(docs, blocks, TreeConfig(), figures=figure_blocks(figures, captions))
+    paras = nodes.filter(pl.col("level") == 2)
+    alpha = paras.filter(pl.col("doc_id") == "alpha")["text"].to_list()
+    assert alpha[0].startswith("The cluster used 12 MWh") and alpha[1].startswith("[Figure] Figure 1: Energy by year.")
+    beta = paras.filter(pl.col("doc_id") == "beta")
+    assert beta.height == 1 and beta["block_kind"][0] == "figure" and beta["text"][0].startswith("[Figure] ")
+    # image files are inputs of the parse stage's cache key
+    files = corpus_files(CorpusConfig(root=str(root), questions=None, solutions=None), ParseConfig())
+    assert root / "images" / "beta" / "chart.png" in files and root / "images" / "captions.csv" in files

@@ -173,13 +173,14 @@ def _insert_figures(by_doc: dict[str, list[dict[str, Any]]], figures: pl.DataFra
     after: dict[str, dict[int, list[dict[str, Any]]]] = {}
     replaced: dict[str, set[int]] = {}
     for f in figures.sort(["doc_id", "figure"]).iter_rows(named=True):
-        block = {"doc_id": f["doc_id"], "page": int(f["page"]), "order": None, "kind": "figure",
+        block = {"doc_id": f["doc_id"], "page": int(f["page"] or 1), "order": None, "kind": "figure",
                  "text": f["text"], "font_size": None, "level": None}
         after.setdefault(f["doc_id"], {}).setdefault(int(f["after_order"]), []).append(block)
         replaced.setdefault(f["doc_id"], set()).update(int(o) for o in (f.get("replaces_orders") or []))
     for doc_id, by_order in after.items():
         doc_blocks = by_doc.get(doc_id)
-        if not doc_blocks:
+        if not doc_blocks:  # a document given only as image files: its figures are its text
+            by_doc[doc_id] = [x for _, v in sorted(by_order.items()) for x in v]
             continue
         out = list(by_order.get(-1, []))
         last = max(int(b["order"]) for b in doc_blocks)
