@@ -60,8 +60,9 @@ def sweep(tmp_path: Path) -> Path:
 
 def test_parse_overrides_skips_hydra_and_deletions() -> None:
     got = parse_overrides(["+experiment=cpu", "retrieve.top_k=8", "hydra.launcher.n_jobs=2", "~foo",
-                           "llm.temperature=0.2", "vote.weights=null"])
-    assert got == {"experiment": "cpu", "retrieve.top_k": 8, "llm.temperature": 0.2, "vote.weights": None}
+                           "llm.temperature=0.2", "vote.weights=null", "caption=none", "planner=None"])
+    assert got == {"experiment": "cpu", "retrieve.top_k": 8, "llm.temperature": 0.2, "vote.weights": None,
+                   "caption": "none", "planner": "None"}  # none is an option name, null is null
 
 
 def test_collect_runs_reads_every_run(sweep: Path) -> None:

@@ -17,9 +17,10 @@ INFER_FIELDS = ("model_calls", "prompt_tokens", "completion_tokens")
 
 
 def parse_value(text: str) -> Any:
-    """An override value as int / float when it is one, else the string (``null`` -> None)."""
+    """An override value as int / float when it is one, else the string (``null`` -> None, as
+    Hydra reads it; ``none`` stays a string: it is an option name, e.g. ``caption=none``)."""
     s = str(text).strip()
-    if s.lower() in ("null", "none", "~"):
+    if s.lower() in ("null", "~"):
         return None
     for cast in (int, float):
         try:
