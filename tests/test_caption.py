@@ -288,3 +288,15 @@ def test_an_images_folder_corpus(tmp_path):
     # image files are inputs of the parse stage's cache key
     files = corpus_files(CorpusConfig(root=str(root), questions=None, solutions=None), ParseConfig())
     assert root / "images" / "beta" / "chart.png" in files and root / "images" / "captions.csv" in files
+
+
+def test_the_image_resolution_is_part_of_the_caption_identity():
+    from kohaku.llm.base import identity_of
+
+    base = {"backend": "vllm", "model": "Qwen/Qwen2.5-VL-7B-Instruct", "revision": None,
+            "engine_kwargs": {"limit_mm_per_prompt": {"image": 1}, "mm_processor_kwargs": {"max_pixels": 1605632}}}
+    smaller = {**base, "engine_kwargs": {**base["engine_kwargs"], "mm_processor_kwargs": {"max_pixels": 401408}}}
+    assert identity_of(base) != identity_of(smaller)
+    assert identity_of(base).startswith("vllm:Qwen/Qwen2.5-VL-7B-Instruct@main#mm-")
+    # a text model's identity is unchanged (its answers stay in the generation cache)
+    assert identity_of({"backend": "vllm", "model": "m", "engine_kwargs": {}}) == "vllm:m@main"
