@@ -96,3 +96,48 @@ def test_a_larger_min_size_drops_more_and_figures_off_finds_none():
     figures = []
     read_pdf(REGISTER, PdfOptions(figures=None), figures)
     assert figures == []
+
+
+def test_a_chart_candidate_the_finder_does_not_confirm_stays_a_table():
+    # with no drawing cluster large enough to be a chart, the gridded "tables" keep their blocks:
+    # the reader never drops text it cannot place in a figure
+    blocks, figures, stats = parse(LONGEVAL, min_vector_objects=100_000)
+    assert [f.source for f in figures] == ["image", "image"]
+    assert stats["charts_not_tables"] == 0
+    assert [b for b in blocks if b["kind"] == "table" and "rouge-1_f1" in b["text"]]
+
+
+def test_a_page_background_image_does_not_hide_the_chart_drawn_over_it(tmp_path):
+    """Some reports draw each page over a full-page image (a scan or a tinted background, cut
+    into strips): that image is dropped as a full-page image, and the chart drawn over it is
+    still found."""
+    import io
+
+    from fpdf import FPDF
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (60, 85), (235, 235, 235)).save(buf, format="PNG")
+    pdf = FPDF(format="A4", unit="pt")
+    pdf.add_page()
+    for k in range(4):  # the background in four strips, as such reports do
+        pdf.image(io.BytesIO(buf.getvalue()), x=0, y=k * 842 / 4, w=595, h=842 / 4)
+    pdf.set_font("Helvetica", size=10)
+    pdf.set_xy(72, 60)
+    pdf.multi_cell(450, 14, "The spreads rose sharply in the spring, as the chart below shows for five countries.")
+    for i in range(6):  # a gridded line chart: axes, grid, one series
+        pdf.line(100, 120 + 30 * i, 480, 120 + 30 * i)
+        pdf.line(100 + 76 * i, 120, 100 + 76 * i, 270)
+    points = [(100, 260), (176, 240), (252, 250), (328, 200), (404, 180), (480, 130)]
+    for a, b in zip(points, points[1:]):
+        pdf.line(*a, *b)
+    pdf.set_xy(100, 285)
+    pdf.cell(380, 12, "Figure 14: Sovereign CDS spreads (bp), data until 2 July 2010.")
+    pdf.set_xy(72, 330)
+    pdf.multi_cell(450, 14, "Market participants may not only trade to insure against a default.")
+    path = tmp_path / "background.pdf"
+    pdf.output(str(path))
+    _, figures, stats = parse(path)
+    assert [(f.source, f.caption) for f in figures] == [("vector", "Figure 14: Sovereign CDS spreads (bp), data until 2 July 2010.")]
+    assert close(figures[0].bbox, (100, 120, 480, 270), tol=6), figures[0].bbox
+    assert stats["full_page"] == 1

@@ -250,7 +250,10 @@ def find_page_figures(page: Any, words: list[dict[str, Any]],
         regions.append((box, "image"))
 
     if opts.vector and captions:
-        taken = [b for b, _ in regions]
+        # drawings over an image belong to the image figure; a page background or scan (dropped
+        # below) covers every drawing and must not hide the charts drawn over it
+        taken = [b for b, _ in regions
+                 if not ((b[2] - b[0]) * (b[3] - b[1]) >= opts.full_page_share * area and not opts.full_page)]
         objs = []
         for obj in list(page.curves) + list(page.rects) + list(page.lines):
             b = _clip(obj, pw, ph)

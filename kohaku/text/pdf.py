@@ -228,6 +228,14 @@ def _table_rows(table: Any) -> list[str]:
     return out
 
 
+def _overlap_share(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    """The share of box ``a``'s area that box ``b`` covers."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    area = (a[2] - a[0]) * (a[3] - a[1])
+    return max(0.0, w) * max(0.0, h) / area if area > 0 else 0.0
+
+
 def _inside(w: dict[str, Any], bbox: tuple[float, float, float, float]) -> bool:
     x0, top, x1, bottom = bbox
     cx = (w["x0"] + w["x1"]) / 2
@@ -253,12 +261,14 @@ def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = N
     words = [w for w in words if w["x1"] > 0 and w["x0"] < pw and w["bottom"] > 0 and w["top"] < ph]
     want_figures = figures is not None and opts.figures is not None and opts.figures.enabled
     charts: list[tuple[float, float, float, float]] = []
+    candidates: list[Any] = []
     if tables and want_figures and opts.figures.vector:  # type: ignore[union-attr]
         # a gridded plot is a "ruled table" to find_tables; one captioned "Figure n" is a chart:
         # no table block, its labels out of the text, its drawing left to the figure finder
         boxes = [(t.x0, t.top, t.x1, t.bottom) for t in tables]
         is_chart = set(chart_tables(boxes, words, opts.figures))  # type: ignore[arg-type]
         charts = [b for k, b in enumerate(boxes) if k in is_chart]
+        candidates = [t for k, t in enumerate(tables) if k in is_chart]
         tables = [t for k, t in enumerate(tables) if k not in is_chart]
         if stats is not None and charts:
             stats["charts_not_tables"] += len(charts)
@@ -276,7 +286,19 @@ def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = N
                 fig.error = str(exc)
         figures.extend(found)  # type: ignore[union-attr]
     if charts:
-        words = [w for w in words if not any(_inside(w, b) for b in charts)]
+        # a chart candidate the finder did not turn into a figure stays a table: nothing is lost
+        vectors = [f.bbox for f in found if f.source == "vector"]
+        confirmed = [b for b in charts if any(_overlap_share(b, v) > 0.5 for v in vectors)]
+        for t in candidates:
+            if (t.x0, t.top, t.x1, t.bottom) not in confirmed:
+                tables.append(t)
+        if stats is not None and len(confirmed) < len(charts):
+            stats["charts_not_tables"] -= len(charts) - len(confirmed)
+        tables.sort(key=lambda t: (t.top, t.x0))
+        words = [w for w in words if not any(_inside(w, b) for b in confirmed)]
+        if len(confirmed) < len(charts):
+            kept = [(t.x0, t.top, t.x1, t.bottom) for t in tables]
+            words = [w for w in words if not any(_inside(w, b) for b in kept)]
     rows = _rows_from_words(words)
     gutter = _find_gutter(rows, float(page.width), opts.min_gutter)
     rows = _split_columns(rows, gutter, opts.min_gutter)
