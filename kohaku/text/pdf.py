@@ -228,6 +228,10 @@ def _table_rows(table: Any) -> list[str]:
     return out
 
 
+def _box(t: _Table) -> tuple[float, float, float, float]:
+    return (t.x0, t.top, t.x1, t.bottom)
+
+
 def _overlap_share(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
     """The share of box ``a``'s area that box ``b`` covers."""
     w = min(a[2], b[2]) - max(a[0], b[0])
@@ -260,45 +264,34 @@ def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = N
     pw, ph = float(page.width), float(page.height)
     words = [w for w in words if w["x1"] > 0 and w["x0"] < pw and w["bottom"] > 0 and w["top"] < ph]
     want_figures = figures is not None and opts.figures is not None and opts.figures.enabled
-    charts: list[tuple[float, float, float, float]] = []
-    candidates: list[Any] = []
+    candidates: list[_Table] = []
+    all_tables = tables
     if tables and want_figures and opts.figures.vector:  # type: ignore[union-attr]
-        # a gridded plot is a "ruled table" to find_tables; one captioned "Figure n" is a chart:
-        # no table block, its labels out of the text, its drawing left to the figure finder
-        boxes = [(t.x0, t.top, t.x1, t.bottom) for t in tables]
-        is_chart = set(chart_tables(boxes, words, opts.figures))  # type: ignore[arg-type]
-        charts = [b for k, b in enumerate(boxes) if k in is_chart]
+        # a gridded plot is a "ruled table" to find_tables; one captioned "Figure n" is a chart
+        # candidate: kept out of the tables while the figure finder looks at its drawing
+        is_chart = set(chart_tables([_box(t) for t in tables], words, opts.figures))  # type: ignore[arg-type]
         candidates = [t for k, t in enumerate(tables) if k in is_chart]
         tables = [t for k, t in enumerate(tables) if k not in is_chart]
-        if stats is not None and charts:
-            stats["charts_not_tables"] += len(charts)
-    if tables:
-        boxes = [(t.x0, t.top, t.x1, t.bottom) for t in tables]
-        words = [w for w in words if not any(_inside(w, b) for b in boxes)]
+    words = [w for w in words if not any(_inside(w, _box(t)) for t in tables)]
     found: list[FigureBox] = []
     if want_figures:
-        found = find_page_figures(page, words, [(t.x0, t.top, t.x1, t.bottom) for t in tables],
-                                  opts.figures, stats)  # type: ignore[arg-type]
+        found = find_page_figures(page, words, [_box(t) for t in tables], opts.figures, stats)  # type: ignore[arg-type]
         for fig in found:
             try:
                 fig.png = render_figure(page, fig, opts.figures)
             except RenderError as exc:
                 fig.error = str(exc)
         figures.extend(found)  # type: ignore[union-attr]
-    if charts:
-        # a chart candidate the finder did not turn into a figure stays a table: nothing is lost
+    if candidates:
+        # a candidate the finder made a vector figure of is a chart: no table block; one it did
+        # not is a table again (nothing is lost). Either way its words are out of the text: the
+        # chart's labels, or the table's own cells.
         vectors = [f.bbox for f in found if f.source == "vector"]
-        confirmed = [b for b in charts if any(_overlap_share(b, v) > 0.5 for v in vectors)]
-        for t in candidates:
-            if (t.x0, t.top, t.x1, t.bottom) not in confirmed:
-                tables.append(t)
-        if stats is not None and len(confirmed) < len(charts):
-            stats["charts_not_tables"] -= len(charts) - len(confirmed)
-        tables.sort(key=lambda t: (t.top, t.x0))
-        words = [w for w in words if not any(_inside(w, b) for b in confirmed)]
-        if len(confirmed) < len(charts):
-            kept = [(t.x0, t.top, t.x1, t.bottom) for t in tables]
-            words = [w for w in words if not any(_inside(w, b) for b in kept)]
+        charts = {id(t) for t in candidates if any(_overlap_share(_box(t), v) > 0.5 for v in vectors)}
+        tables = [t for t in all_tables if id(t) not in charts]
+        if stats is not None and charts:
+            stats["charts_not_tables"] += len(charts)
+        words = [w for w in words if not any(_inside(w, _box(t)) for t in candidates)]
     rows = _rows_from_words(words)
     gutter = _find_gutter(rows, float(page.width), opts.min_gutter)
     rows = _split_columns(rows, gutter, opts.min_gutter)
