@@ -27,10 +27,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.report import collect_runs, leaderboard  # noqa: E402
-from kohaku.report.reports import ReportConfig, write_reports  # noqa: E402
-from kohaku.report.significance import RUN_COLUMNS, sweep_comparison  # noqa: E402
-from kohaku.report.tables import swept_keys  # noqa: E402
+from kohaku.report.reports import ReportConfig, make_reports  # noqa: E402
+from kohaku.report.significance import RUN_COLUMNS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,31 +45,27 @@ def main(argv: list[str] | None = None) -> int:
     if not args.outputs.is_dir():
         print(f"error: {args.outputs}: not a folder", file=sys.stderr)
         return 2
-    runs, keys = collect_runs(args.outputs)
-    if runs.is_empty():
-        print(f"error: no run.json under {args.outputs}", file=sys.stderr)
-        return 2
     config = ReportConfig(baseline=args.baseline, resamples=args.resamples)
     try:
-        cmp = sweep_comparison(runs, swept_keys(runs, keys), config.baseline, n_resamples=config.resamples)
-        paths = write_reports(args.outputs, args.out or args.outputs, config)
+        reports = make_reports(args.outputs, args.out or args.outputs, config)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    board = leaderboard(runs, keys)
-    extra: list[str] = []
+    if not reports.paths:
+        print(f"error: no run.json under {args.outputs}", file=sys.stderr)
+        return 2
+    board, cmp, extra = reports.board, reports.comparison, []
     if cmp is not None:
-        board = board.join(cmp.runs, on="run_path", how="left")
         extra = list(RUN_COLUMNS)
         base = ", ".join(f"{k}={v}" for k, v in cmp.baseline.items()) or "the only point"
         print(f"baseline: {base}; delta [delta_lo, delta_hi]: paired bootstrap 95 % interval over "
               f"{cmp.n} questions; sig '*': the interval excludes zero")
-    show = [c for c in ["run_id", "status", *keys, "score", *extra, "value", "ref", "na", "seconds"]
+    show = [c for c in ["run_id", "status", *reports.keys, "score", *extra, "value", "ref", "na", "seconds"]
             if c in board.columns]
     with pl.Config(tbl_rows=args.top, tbl_cols=len(show), tbl_width_chars=220, fmt_str_lengths=40,
                    float_precision=4):
         print(board.select(show).head(args.top))
-    for name, path in paths.items():
+    for name, path in reports.paths.items():
         print(f"{name}: {path}")
     return 0
 

@@ -64,7 +64,23 @@ def _comparison_md(cmp: SweepComparison, swept: list[str]) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class Reports:
+    """What :func:`make_reports` wrote (name -> path), the leaderboard it wrote (runs, keys and,
+    where the runs could be compared, the columns against the baseline), and that comparison."""
+
+    paths: dict[str, Path]
+    board: pl.DataFrame
+    keys: list[str]
+    comparison: SweepComparison | None
+
+
 def write_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig | None = None) -> dict[str, Path]:
+    """:func:`make_reports`, returning name -> path of what was written ({} without runs)."""
+    return make_reports(runs_dir, out_dir, config).paths
+
+
+def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig | None = None) -> Reports:
     """Scan ``runs_dir`` for run.json files and write into ``out_dir``:
 
     leaderboard.csv / .md (one row per run, with its difference to the baseline point, the
@@ -72,15 +88,15 @@ def write_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfi
     columns; mean/std/n of the score over seeds), ablation_long.csv (every component per cell),
     comparison.csv (per point: score and its interval, delta to the baseline with interval, p,
     Holm p, fixed, broken, error classes), ablation.md, and PNG plots (score vs each swept key
-    with interval bars, components per run). Returns name -> path of what was written ({} when
-    there are no runs).
+    with interval bars, components per run). Raises ValueError for a ``config.baseline`` that
+    names no point.
     """
     config = config or ReportConfig()
     runs_dir, out_dir = Path(runs_dir), Path(out_dir)
     runs, keys = collect_runs(runs_dir)
     if runs.is_empty():
         log.warning("%s: no run.json found; no reports written", runs_dir)
-        return {}
+        return Reports({}, runs, keys, None)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     swept = swept_keys(runs, keys)
@@ -120,4 +136,4 @@ def write_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfi
             ablation_md=out_dir / "ablation.md",
         )
     paths.update(sweep_plots(runs, swept, swept or [k for k in keys if k in runs.columns], out_dir))
-    return paths
+    return Reports(paths, board, keys, cmp)
