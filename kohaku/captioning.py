@@ -112,6 +112,7 @@ def caption_figures(figures: pl.DataFrame, backend: Backend, cache: GenerationCa
         return pl.DataFrame(schema=CAPTIONS_SCHEMA)
     log.info("captioning %d figure image(s) with %s", len(requests), backend.identity)
     samples = generate_cached(backend, requests, cache, counters)
+    prompt_hash = short_hash(cfg.prompt)
     rows = []
     for sha, (sample,) in tqdm(zip(shas, samples), total=len(shas), desc="captions", unit="fig",
                                disable=len(shas) < 50):
@@ -119,7 +120,7 @@ def caption_figures(figures: pl.DataFrame, backend: Backend, cache: GenerationCa
         if not text:
             log.warning("figure image %s: %s returned an empty caption; the figure stays out of "
                         "the tree (check caption.max_tokens and the model)", sha[:12], backend.identity)
-        rows.append({"sha256": sha, "model": backend.identity, "prompt_hash": short_hash(cfg.prompt),
+        rows.append({"sha256": sha, "model": backend.identity, "prompt_hash": prompt_hash,
                      "text": text, "completion_tokens": int(sample.completion_tokens),
                      "finish_reason": sample.finish_reason, "cached": sample.cached})
     return pl.DataFrame(rows, schema=CAPTIONS_SCHEMA)

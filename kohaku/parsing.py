@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from kohaku.config import ConfigError
 from kohaku.corpus import CorpusConfig, read_metadata
-from kohaku.text.figures import FigureBox, FigureOptions, png_size, sha256
+from kohaku.text.figures import FigureBox, FigureOptions, png_bytes, png_size, sha256
 
 log = logging.getLogger("kohaku.parse")
 
@@ -187,20 +187,18 @@ def _image_rows(doc_id: str, files: list[Path], root: Path, captions: dict[str, 
                 after_order: int, warnings: list[str]) -> list[dict[str, Any]]:
     """Figures-table rows for a document's image files (PNG kept as it is, JPEG converted to
     PNG); an unreadable file is a warning naming it, not a crash."""
+    import io
+
+    from PIL import Image
+
     rows = []
     for path in files:
         rel = path.relative_to(Path(root) / IMAGE_DIR).as_posix()
         try:
             data = path.read_bytes()
             if path.suffix.lower() != ".png" or png_size(data) == (0, 0):
-                import io
-
-                from PIL import Image
-
-                buf = io.BytesIO()
                 with Image.open(io.BytesIO(data)) as im:
-                    im.convert("RGB").save(buf, format="PNG")
-                data = buf.getvalue()
+                    data = png_bytes(im)
         except Exception as exc:  # PIL raises many types for a broken file
             warnings.append(f"{IMAGE_DIR}/{rel}: cannot read the image ({type(exc).__name__}: {exc}); "
                             "it is left out of the figures table (replace or remove the file)")
@@ -384,25 +382,23 @@ def read_corpus(
         row["warnings"] = warnings
         doc_rows.append(row)
     for doc_id in sorted(set(images) - set(ids)):
-        doc_rows.append({
-            "doc_id": doc_id, "title": "", "url": "", "year": "", "type": "", "citation": "",
-            "source": f"{IMAGE_DIR}/{doc_id}", "format": "images", "n_pages": 0, "n_blocks": 0,
-            "status": "error",
-            "error": "image folder has no row in metadata.csv; add one (id,type,title,year,citation,url) to include it",
-            "warnings": [],
-        })
+        doc_rows.append(_orphan_row(doc_id, f"{IMAGE_DIR}/{doc_id}", "images", "image folder"))
     for doc_id, path in find_orphans(root, set(ids), cfg):
-        doc_rows.append({
-            "doc_id": doc_id, "title": "", "url": "", "year": "", "type": "", "citation": "",
-            "source": _rel(path, root), "format": path.suffix.lstrip("."), "n_pages": 0,
-            "n_blocks": 0, "status": "error",
-            "error": "file has no row in metadata.csv; add one (id,type,title,year,citation,url) to include it",
-            "warnings": [],
-        })
+        doc_rows.append(_orphan_row(doc_id, _rel(path, root), path.suffix.lstrip("."), "file"))
     documents = pl.DataFrame(doc_rows, schema=DOCUMENTS_SCHEMA).sort("doc_id")
     blocks = pl.DataFrame(block_rows, schema=BLOCKS_SCHEMA).sort(["doc_id", "order"])
     figures = pl.DataFrame(figure_rows, schema=FIGURES_SCHEMA).sort(["doc_id", "figure"])
     return documents, blocks, figures
+
+
+def _orphan_row(doc_id: str, source: str, fmt: str, what: str) -> dict[str, Any]:
+    """The documents row of a corpus file or image folder that metadata.csv does not list."""
+    return {
+        "doc_id": doc_id, "title": "", "url": "", "year": "", "type": "", "citation": "",
+        "source": source, "format": fmt, "n_pages": 0, "n_blocks": 0, "status": "error",
+        "error": f"{what} has no row in metadata.csv; add one (id,type,title,year,citation,url) to include it",
+        "warnings": [],
+    }
 
 
 def _figure_rows(doc_id: str, figures: list[FigureBox], kept: list[int]) -> list[dict[str, Any]]:

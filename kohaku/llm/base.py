@@ -205,8 +205,8 @@ def identity_of(llm_cfg: dict[str, Any]) -> str:
         ident += f"#{llm_cfg.get('script', 'default')}"
     # how a vision model's processor sizes the image changes what it sees: captions made at
     # another resolution are other captions (text-only configs have none, their identity stays)
-    mm = (llm_cfg.get("engine_kwargs") or {}).get("mm_processor_kwargs") if isinstance(
-        llm_cfg.get("engine_kwargs"), dict) else None
+    engine = llm_cfg.get("engine_kwargs")
+    mm = engine.get("mm_processor_kwargs") if isinstance(engine, dict) else None
     if mm:
         ident += f"#mm-{short_hash(mm, 8)}"
     return ident

@@ -342,15 +342,19 @@ def render_figure(page: Any, fig: FigureBox, opts: FigureOptions) -> bytes:
     if pixels > opts.max_pixels:
         dpi = max(36, int(dpi * (opts.max_pixels / pixels) ** 0.5))
     try:
-        image = page.crop(fig.bbox, strict=False).to_image(resolution=dpi, antialias=True).original
-        buf = io.BytesIO()
-        image.convert("RGB").save(buf, format="PNG")
+        data = png_bytes(page.crop(fig.bbox, strict=False).to_image(resolution=dpi, antialias=True).original)
     except Exception as exc:  # pypdfium2 and PIL raise many types
         raise RenderError(f"{type(exc).__name__}: {exc}") from exc
-    data = buf.getvalue()
     if not data:
         raise RenderError("the rendering is empty")
     return data
+
+
+def png_bytes(image: Any) -> bytes:
+    """A PIL image as RGB PNG bytes (how every figure image is stored)."""
+    buf = io.BytesIO()
+    image.convert("RGB").save(buf, format="PNG")
+    return buf.getvalue()
 
 
 def png_size(data: bytes) -> tuple[int, int]:
