@@ -117,7 +117,7 @@ def test_smollm2_json_closes_before_max_tokens(smollm):
 
 
 def test_minimal_instance_and_json_state():
-    from kohaku.llm.hf import _JsonState, minimal_instance
+    from kohaku.llm.hf.sampler import JsonState, minimal_instance
     from kohaku.answering import InferConfig, answer_schema
     from kohaku.config import build
 
@@ -125,7 +125,7 @@ def test_minimal_instance_and_json_state():
     assert minimal_instance(answer_schema(["d1"], cfg)) == {
         "explanation": "", "answer": "", "answer_value": "", "ref_id": []}
     assert minimal_instance({"type": "array", "items": {"enum": ["a"]}, "minItems": 2}) == ["a", "a"]
-    st = _JsonState()
+    st = JsonState()
     st.feed('{"a": "x\\\\\\" [')
     assert st.in_string and st.stack == ["{"]
     st.feed('", "b": [')
@@ -133,10 +133,13 @@ def test_minimal_instance_and_json_state():
 
 
 @pytest.mark.slow
-def test_gguf_is_converted_once_then_loaded_from_safetensors(tmp_path, monkeypatch):
+def test_gguf_loads_from_the_one_converted_folder_with_the_gguf_weights(tmp_path, monkeypatch):
+    """The hf backend loads the folder fetch.ensure_hf_folder converts once (the vLLM backend's
+    folder too), and its weights are the GGUF's, read by transformers directly."""
     import shutil
 
     import torch
+    from transformers import AutoModelForCausalLM
 
     cfg = smollm_cfg()
     name = Path(cfg["gguf"]["member"]).name
@@ -148,21 +151,24 @@ def test_gguf_is_converted_once_then_loaded_from_safetensors(tmp_path, monkeypat
     monkeypatch.setenv("KOHAKU_MODELS", str(tmp_path))
 
     first = load_backend(cfg)
-    assert first._source()[1] == {"gguf_file": name}           # nothing converted yet
-    first.model
-    folder = first._converted_dir()
-    assert folder.parent == tmp_path / cfg["name"] and (folder / "model.safetensors").is_file()
-    assert json.loads((folder / "kohaku_gguf.json").read_text())["gguf_sha256"] == cfg["gguf"]["sha256"]
-
+    folder = tmp_path / cfg["name"] / (Path(name).stem + ".hf")
+    assert first._source() == (str(folder), {})              # converted on first use
+    assert (folder / "model.safetensors").is_file() and (folder / "kohaku-conversion.json").is_file()
+    stamp = (folder / "model.safetensors").stat().st_mtime_ns
     second = load_backend(cfg)
     assert second._source() == (str(folder), {})
-    second.model
+    assert (folder / "model.safetensors").stat().st_mtime_ns == stamp   # not converted again
     msgs = [{"role": "user", "content": "How much energy did training use?"}]
     assert second.render(msgs) == first.render(msgs)
-    assert second._eos_ids == first._eos_ids and second.identity == first.identity
-    a, b = first.model.state_dict(), second.model.state_dict()
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    kwargs = {}
+    try:        # transformers >= 5.19 can keep GGUF blocks packed; compare dense weights
+        from transformers import GgufConfig
 
-    # a folder stamped with another GGUF's digest is not trusted
-    (folder / "kohaku_gguf.json").write_text(json.dumps({"gguf_sha256": "0" * 64}))
-    assert load_backend(cfg)._source()[1] == {"gguf_file": name}
+        kwargs["quantization_config"] = GgufConfig(gguf_file=have.name, dequantize=True)
+    except ImportError:
+        pass
+    dtype = next(second.model.parameters()).dtype                # the backend's llm.dtype
+    direct = AutoModelForCausalLM.from_pretrained(str(have.parent), gguf_file=have.name,
+                                                  dtype=torch.float32, **kwargs).to(dtype)
+    a, b = direct.state_dict(), second.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
