@@ -4,6 +4,7 @@
     python scripts/bench_llm.py --batches 1 4 16 --max-tokens 64
     python scripts/bench_llm.py --backend vllm --model Qwen/Qwen2.5-7B-Instruct --batches 1 64 256
     python scripts/bench_llm.py --decoders loop generate --rounds 2   # hf: both decode paths
+    python scripts/bench_llm.py --batches 48 --slots 16 --n 1 5      # hf: rows queue for 16 slots
     python scripts/bench_llm.py --dtypes float32 bfloat16 --rounds 2  # hf: both dtypes, one process
 
     # hf and vLLM side by side on CPU (run with .venv-vllm/bin/python: bash scripts/setup_vllm.sh)
@@ -28,8 +29,8 @@ How far hf decode is from its limits (empty for backends that do not report them
                  rows attend over takes at the measured memory bandwidth (the memory-bound floor)
   step_vs_limit  step_ms / limit_ms (1 = at the bandwidth limit)
   steps          decode steps of the cell
-  min_steps      the fewest steps any scheduler with llm.batch_size rows per step (here
-                 max(--batches) x max(--n)) needs to write the cell's output tokens:
+  min_steps      the fewest steps any scheduler with llm.batch_size rows per step (--slots,
+                 default max(--batches) x max(--n)) needs to write the cell's output tokens:
                  max(ceil(output tokens / batch_size), longest output)
   steps_vs_min   steps / min_steps (1 = no step wasted on finished or waiting rows)
 The CSV also has rows_per_step (mean live rows in a step) and mem_gb_s. The bandwidth is
@@ -136,7 +137,9 @@ def llm_config(backend: str, name: str | None, args) -> tuple[str, dict]:
     if args.model:
         cfg["model"] = args.model
     if cfg["backend"] == "hf":
-        cfg["batch_size"] = max(args.batches) * max(args.n)  # each batch is one forward batch
+        # slots: by default every row of the largest cell decodes at once; fewer slots make rows
+        # queue and join as others finish (continuous batching)
+        cfg["batch_size"] = args.slots or max(args.batches) * max(args.n)
         if args.threads:
             cfg["threads"] = args.threads
     elif cfg["backend"] == "vllm":
@@ -257,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--temperature", type=float, default=0.7, help="sampling temperature for n>1")
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads for every backend (hf llm.threads, vllm llm.cpu_threads)")
+    ap.add_argument("--slots", type=int, default=None,
+                    help="hf only: llm.batch_size, the rows decoded together (default: max(--batches) "
+                         "x max(--n), so no row waits); fewer slots than rows make rows join as "
+                         "others finish")
     ap.add_argument("--context-tokens", type=int, default=1500)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--decoders", nargs="+", default=[None],
