@@ -99,11 +99,17 @@ def run_loop(be: HFBackend, rows: list[Row], progress: Progress | None = None):
     return states, events, chose
 
 
-def test_rows_join_and_leave_and_each_gets_its_own_tokens():
+def test_rows_join_and_leave_and_each_gets_its_own_tokens(monkeypatch):
     rows = make_rows()
     be = tiny_backend(batch_size=3)
     progress = Progress("tiny", rows, show=False)
+    moves = []
+    move = SlotCache.move
+    monkeypatch.setattr(SlotCache, "move", lambda self, src, dst: (moves.append((src, dst)),
+                                                                   move(self, src, dst))[1])
     states, events, chose = run_loop(be, rows, progress)
+    # a row that finished before the last live slot left a hole: the last slot moved into it
+    assert moves and all(src > dst for src, dst in moves)
     for r, st in zip(rows, states):
         assert st.tokens == alone(r), f"row {r.req}.{r.sample}"
     lengths = [len(st.tokens) for st in states]

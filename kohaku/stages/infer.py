@@ -36,9 +36,10 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
                  summary["model_calls"], summary["cache_hits"], summary["invalid"],
                  summary["blank_questions"])
     if "prefill_seconds" in summary:
-        ctx.log.info("infer: model time %.1f s prefill (%d prompt tokens), %.1f s decode (%d tokens)",
-                     summary["prefill_seconds"], summary["prefill_tokens"],
-                     summary["decode_seconds"], summary["decoded_tokens"])
+        ctx.log.info("infer: model time %.1f s prefill (%d prompt tokens), %.1f s decode (%d tokens "
+                     "in %d steps)", summary["prefill_seconds"], summary["prefill_tokens"],
+                     summary["decode_seconds"], summary["decoded_tokens"],
+                     summary.get("decode_steps", 0))
     ctx.report(**summary)
     return {"generations": gens}
 

