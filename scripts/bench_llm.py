@@ -28,15 +28,20 @@ How far hf decode is from its limits (empty for backends that do not report them
   limit_ms       the time per step that reading the weights once plus the keys/values the live
                  rows attend over takes at the measured memory bandwidth (the memory-bound floor)
   step_vs_limit  step_ms / limit_ms (1 = at the bandwidth limit)
+  compute_ms     the time per step the step's arithmetic takes at the machine's measured matrix
+                 product rate (2 x parameters x rows, plus the attention's 4 x heads x head dim
+                 per cached position and layer); a small model on few cores can be bound by
+                 this rather than by memory
+  step_vs_compute step_ms / compute_ms
   steps          decode steps of the cell
   min_steps      the fewest steps any scheduler with llm.batch_size rows per step (--slots,
                  default max(--batches) x max(--n)) needs to write the cell's output tokens:
                  max(ceil(output tokens / batch_size), longest output)
   steps_vs_min   steps / min_steps (1 = no step wasted on finished or waiting rows)
-The CSV also has rows_per_step (mean live rows in a step) and mem_gb_s. The bandwidth is
-measured once per run after the models are loaded (printed; about 3 s at most): the fastest
+The CSV also has rows_per_step (mean live rows in a step), mem_gb_s and gflop_s. The bandwidth
+is measured once per run after the models are loaded (printed; about 3 s at most): the fastest
 of 5 timed torch sums over a 512 MiB float32 tensor, on the backend's device and at its thread
-count. Contexts are cut from the WattBot corpus JSON (read in place, never copied) or, if it is
+count; the matrix product rate likewise, from a 1024 x 1024 product in the weights' dtype. Contexts are cut from the WattBot corpus JSON (read in place, never copied) or, if it is
 absent, from a generated filler text. Prints a table and writes a CSV
 (default outputs/bench/llm_<names>.csv).
 """
@@ -151,8 +156,8 @@ def llm_config(backend: str, name: str | None, args) -> tuple[str, dict]:
 
 # -- how far decode is from its limits (hf) ----------------------------------------------------
 
-LIMIT_COLS = ["step_ms", "limit_ms", "step_vs_limit", "min_steps", "steps", "steps_vs_min",
-              "rows_per_step", "mem_gb_s"]
+LIMIT_COLS = ["step_ms", "limit_ms", "step_vs_limit", "compute_ms", "step_vs_compute",
+              "min_steps", "steps", "steps_vs_min", "rows_per_step", "mem_gb_s", "gflop_s"]
 
 
 def measure_bandwidth(threads: int | None, nbytes: int = 512 << 20, repeats: int = 5,
@@ -184,6 +189,33 @@ def measure_bandwidth(threads: int | None, nbytes: int = 512 << 20, repeats: int
             if time.perf_counter() - t_start > budget_s:
                 break
         return x.numel() * x.element_size() / max(best, 1e-9)
+    finally:
+        torch.set_num_threads(before)
+
+
+def measure_matmul_flops(threads: int | None, dtype: str = "float32", size: int = 1024,
+                         repeats: int = 3, device: str = "cpu") -> float:
+    """Floating-point operations per second of one ``size`` x ``size`` matrix product in
+    ``dtype`` (the fastest of ``repeats``), at ``threads`` torch threads (restored afterwards):
+    what the machine computes at best, to set a decode step's arithmetic against."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+    try:
+        a = torch.randn(size, size, device=device).to(getattr(torch, dtype))
+        b = torch.randn(size, size, device=device).to(getattr(torch, dtype))
+        a @ b
+        sync()
+        best = float("inf")
+        for _ in range(max(repeats, 1)):
+            t0 = time.perf_counter()
+            a @ b
+            sync()
+            best = min(best, time.perf_counter() - t0)
+        return 2.0 * size ** 3 / max(best, 1e-9)
     finally:
         torch.set_num_threads(before)
 
@@ -224,7 +256,8 @@ def bandwidth_key(backend) -> tuple[str, int | None]:
             getattr(getattr(backend, "cfg", None), "threads", None) or None)
 
 
-def limit_columns(backend, spent: dict, row_tokens: list[int], bandwidth: float | None) -> dict:
+def limit_columns(backend, spent: dict, row_tokens: list[int], bandwidth: float | None,
+                  flop_rate: float | None = None) -> dict:
     """The LIMIT_COLS of one cell; a column whose inputs the backend does not report is ''."""
     cols = dict.fromkeys(LIMIT_COLS, "")
     steps = spent.get("decode_steps", 0)
@@ -245,6 +278,12 @@ def limit_columns(backend, spent: dict, row_tokens: list[int], bandwidth: float 
         cols["limit_ms"] = round(limit * 1000, 3)
         cols["step_vs_limit"] = round(cols["step_ms"] / cols["limit_ms"], 2) if limit else ""
         cols["mem_gb_s"] = round(bandwidth / 1e9, 2)
+    step_flops = getattr(backend, "step_flops", None)
+    if flop_rate and callable(step_flops) and spent.get("decode_rows") and "kv_positions" in spent:
+        flops = step_flops(spent["decode_rows"] / steps, spent["kv_positions"] / steps)
+        cols["compute_ms"] = round(flops / flop_rate * 1000, 3)
+        cols["step_vs_compute"] = round(cols["step_ms"] / cols["compute_ms"], 2) if flops else ""
+        cols["gflop_s"] = round(flop_rate / 1e9, 1)
     return cols
 
 
@@ -306,12 +345,18 @@ def main(argv: list[str] | None = None) -> int:
     # the memory bandwidth the decode limit is measured against: once per (device, threads) of
     # the backends that report their kv and weight bytes, after loading, at their thread count
     bandwidths: dict[tuple[str, int | None], float] = {}
+    flop_rates: dict[tuple, float] = {}
     for name, llm_cfg, backend, _ in loaded:
         key = bandwidth_key(backend)
         if has_limit_interface(backend) and key not in bandwidths:
             bandwidths[key] = measure_bandwidth(key[1], device=key[0])
             print(f"memory read bandwidth ({key[0]}, threads={key[1] or 'default'}): "
                   f"{bandwidths[key] / 1e9:.2f} GB/s", flush=True)
+        dtype = str(getattr(backend, "weight_dtype", "") or "")
+        if callable(getattr(backend, "step_flops", None)) and (key, dtype) not in flop_rates:
+            flop_rates[(key, dtype)] = measure_matmul_flops(key[1], dtype or "float32", device=key[0])
+            print(f"matrix product ({key[0]}, threads={key[1] or 'default'}, {dtype or 'float32'}): "
+                  f"{flop_rates[(key, dtype)] / 1e9:.1f} GFLOP/s", flush=True)
 
     # the same prompts for every backend and decoder; each (n, batch) gets its own prompts, and
     # vLLM's prefix cache is reset before every cell, so no cell is served by an earlier one
@@ -357,7 +402,9 @@ def main(argv: list[str] | None = None) -> int:
                    "load_seconds": round(load_s, 1)}
             row.update(limit_columns(backend, spent,
                                      [t for c in comps for t in c.completion_tokens],
-                                     bandwidths.get(bandwidth_key(backend))))
+                                     bandwidths.get(bandwidth_key(backend)),
+                                     flop_rates.get((bandwidth_key(backend),
+                                                     str(getattr(backend, "weight_dtype", "") or "")))))
             key = (k, decoder, n, b)
             if key not in best or row["seconds"] < best[key]["seconds"]:
                 best[key] = row
@@ -372,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             "prefill_s", "decode_s", "samples_per_s", "output_tok_per_s", "total_tok_per_s",
             "speed_vs_first", "valid_json", "cut_at_max_tokens"]
     if any(r["steps"] != "" for r in results):
-        cols += [c for c in LIMIT_COLS if c not in ("rows_per_step", "mem_gb_s")]
+        cols += [c for c in LIMIT_COLS if c not in ("rows_per_step", "mem_gb_s", "gflop_s")]
     widths = {c: max(len(c), *(len(str(r[c])) for r in results)) for c in cols}
     print(" | ".join(f"{c:>{widths[c]}}" for c in cols))
     for r in results:

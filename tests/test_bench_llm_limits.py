@@ -106,7 +106,30 @@ def test_limit_columns_of_a_backend_with_the_interface():
     cols = bench.limit_columns(_HFLike(), spent, [10, 6, 5, 4], bandwidth=1e9)
     # step 5 ms; limit (1000 x 1000 / 10 + 900,000) B / 1 GB/s = 1 ms; min steps max(25/4, 10)
     assert cols == {"step_ms": 5.0, "limit_ms": 1.0, "step_vs_limit": 5.0, "min_steps": 10,
-                    "steps": 10, "steps_vs_min": 1.0, "rows_per_step": 2.5, "mem_gb_s": 1.0}
+                    "steps": 10, "steps_vs_min": 1.0, "rows_per_step": 2.5, "mem_gb_s": 1.0,
+                    "compute_ms": "", "step_vs_compute": "", "gflop_s": ""}
+
+
+class _HFLikeWithFlops(_HFLike):
+    def step_flops(self, rows: float, kv_positions: float) -> float:
+        return 1e6 * rows + 10.0 * kv_positions
+
+
+def test_compute_floor_columns():
+    spent = {"decode_seconds": 0.05, "decode_steps": 10, "kv_positions": 1000, "decode_rows": 25}
+    cols = bench.limit_columns(_HFLikeWithFlops(), spent, [10, 6, 5, 4], bandwidth=1e9,
+                               flop_rate=1e9)
+    # per step 2.5 rows and 100 positions: 2.5e6 + 1e3 flops at 1 GFLOP/s = 2.501 ms
+    assert cols["compute_ms"] == 2.501 and cols["step_vs_compute"] == 2.0 and cols["gflop_s"] == 1.0
+    assert cols["limit_ms"] == 1.0                       # the memory floor is unchanged
+
+
+def test_measure_matmul_flops_is_plausible():
+    import torch
+
+    before = torch.get_num_threads()
+    rate = bench.measure_matmul_flops(1, size=256, repeats=2)
+    assert 1e8 < rate < 1e14 and torch.get_num_threads() == before
 
 
 def test_limit_columns_are_empty_without_the_interface():

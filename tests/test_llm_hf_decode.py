@@ -214,6 +214,9 @@ def test_memory_traffic_figures():
     assert be.kv_bytes_per_position() == 2 * 2 * 2 * 16 * 4
     n = sum(p.numel() for p in be._model.parameters())
     assert be.weight_bytes() == 4 * n                # tied lm_head counted once (parameters() dedups)
+    assert be.weight_dtype == "float32"
+    # 2 flops per weight per row; per position: 4 x 4 heads x 16 dims x 2 layers
+    assert be.step_flops(3, 100) == 2 * n * 3 + 4 * 4 * 16 * 2 * 100
 
 
 def test_progress_eta_from_rates():

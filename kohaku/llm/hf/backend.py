@@ -413,6 +413,23 @@ class HFBackend:
         size = next(self.model.parameters()).element_size()
         return int(cfg.num_hidden_layers) * 2 * kv_heads * head_dim * size
 
+    @property
+    def weight_dtype(self) -> str:
+        """The weights' dtype name (``float32``, ``bfloat16``...)."""
+        return str(next(self.model.parameters()).dtype).replace("torch.", "")
+
+    def step_flops(self, rows: float, kv_positions: float) -> float:
+        """Floating-point operations of one decode step of ``rows`` rows whose attention reads
+        ``kv_positions`` cached positions in all: every weight once per row (multiply and add;
+        a tied embedding counts once, as the output projection; an untied input embedding is
+        counted too, a slight overestimate), and per position and layer the query-key and
+        probability-value products of every query head."""
+        cfg = self.model.config
+        heads = int(cfg.num_attention_heads)
+        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        params = self.weight_bytes() / next(self.model.parameters()).element_size()
+        return 2.0 * params * rows + 4.0 * heads * head_dim * int(cfg.num_hidden_layers) * kv_positions
+
     def weight_bytes(self) -> int:
         """Bytes of the model's parameters (each decode step reads them once)."""
         seen, total = set(), 0
