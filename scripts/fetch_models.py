@@ -4,9 +4,10 @@
     python scripts/fetch_models.py --llm smollm2_cpu --dir /data/models
 
 The files land in --dir, else $KOHAKU_MODELS, else models/ at the repository root, and are
-checked against the SHA-256 recorded in the config. For vllm configs (vLLM has no GGUF loader) the
-GGUF is also converted into a Hugging Face folder beside it (<gguf stem>.hf/, checksummed in its
-kohaku-conversion.json). Backends also fetch (and convert) on first use.
+checked against the SHA-256 recorded in the config. The GGUF is also converted into a Hugging
+Face folder beside it (<gguf stem>.hf/, checksummed in its kohaku-conversion.json), which both
+the hf and the vllm backend load (vLLM has no GGUF loader; transformers parses a GGUF slowly).
+Backends also fetch (and convert) on first use.
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         target = ensure_gguf(src, cfg.name, args.dir)
         print(f"{cfg.name}: {target} ({target.stat().st_size / 1e6:.1f} MB, verified, "
               f"{time.perf_counter() - t0:.1f} s)")
-        if cfg.backend == "vllm":
+        if cfg.backend in ("hf", "vllm"):
             t0 = time.perf_counter()
             folder = ensure_hf_folder(src, cfg.name, args.dir)
-            print(f"{cfg.name}: {folder} (Hugging Face folder for vLLM, verified, "
-                  f"{time.perf_counter() - t0:.1f} s)")
+            print(f"{cfg.name}: {folder} (Hugging Face folder the {cfg.backend} backend loads, "
+                  f"verified, {time.perf_counter() - t0:.1f} s)")
         fetched += 1
     if not fetched:
         print(f"nothing to fetch (no gguf section in {', '.join(names)}); models dir: {models_dir(args.dir)}")
