@@ -404,14 +404,19 @@ class HFBackend:
 
     # -- memory traffic of a decode step (scripts/bench_llm.py) --------------------------------
 
-    def kv_bytes_per_position(self) -> int:
-        """Bytes of keys and values one cached position of one row takes over all layers."""
+    def _attention_shape(self) -> tuple[int, int, int, int]:
+        """(layers, query heads, key/value heads, head dim) of the model."""
         cfg = self.model.config
         heads = int(cfg.num_attention_heads)
         kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
         head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        return int(cfg.num_hidden_layers), heads, kv_heads, head_dim
+
+    def kv_bytes_per_position(self) -> int:
+        """Bytes of keys and values one cached position of one row takes over all layers."""
+        layers, _, kv_heads, head_dim = self._attention_shape()
         size = next(self.model.parameters()).element_size()
-        return int(cfg.num_hidden_layers) * 2 * kv_heads * head_dim * size
+        return layers * 2 * kv_heads * head_dim * size
 
     @property
     def weight_dtype(self) -> str:
@@ -424,11 +429,9 @@ class HFBackend:
         a tied embedding counts once, as the output projection; an untied input embedding is
         counted too, a slight overestimate), and per position and layer the query-key and
         probability-value products of every query head."""
-        cfg = self.model.config
-        heads = int(cfg.num_attention_heads)
-        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        layers, heads, _, head_dim = self._attention_shape()
         params = self.weight_bytes() / next(self.model.parameters()).element_size()
-        return 2.0 * params * rows + 4.0 * heads * head_dim * int(cfg.num_hidden_layers) * kv_positions
+        return 2.0 * params * rows + 4.0 * heads * head_dim * layers * kv_positions
 
     def weight_bytes(self) -> int:
         """Bytes of the model's parameters (each decode step reads them once)."""

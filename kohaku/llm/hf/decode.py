@@ -232,7 +232,6 @@ def decode_continuous(rows: list[Row], order: list[int], sampler: RowSampler, sl
             tokens = [chosen[i] for i in was]
             kv_read = 0
             if slot_row:
-                m = len(slot_row)
                 mask, positions, kv_read = cache.step(m)
                 ids = torch.tensor(tokens, dtype=torch.long, device=device)[:, None]
                 logits[:m] = forward(ids, mask, positions, cache)
