@@ -1,0 +1,1 @@
+"""Pluggable competition tasks: specs, scoring and metric functions."""
