@@ -127,7 +127,8 @@ def test_parse_numbers_and_frozen():
     ("USD 1.5 billion", "1.5bn", True),
     ("$3M", "3000000", True),
     ("$3M", "3000", True),          # read in thousands (the prediction writes no magnitude)
-    ("$3M", "3500", False),
+    ("$3M", "3500", True),          # "$3M" is rounded to the million: 2.5M to 3.5M
+    ("$3M", "3600", False),
     ("$3M", "$3 million", True),
     ("-3.7", "3.7", False),          # the sign matters
     ("-3.7", "(3.7)", True),
