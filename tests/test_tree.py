@@ -231,3 +231,51 @@ def test_documents_left_out_of_the_tree_are_named(tmp_path, caplog):
     assert all(f"document {d}:" in caplog.text for d in ids)
     record = StageRecord("k", "p", False, 0.0, ctx.summary)
     assert problem_lines({"tree": record}) == [("tree: 3 documents with problems", problems["items"])]
+
+
+def _page_blocks(texts: list[tuple[int, str]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    docs = pl.DataFrame({"doc_id": ["a"], "title": ["A"], "n_pages": [3], "status": ["ok"]})
+    blocks = pl.DataFrame({
+        "doc_id": ["a"] * len(texts), "page": [p for p, _ in texts], "order": list(range(len(texts))),
+        "kind": ["text"] * len(texts), "text": [t for _, t in texts],
+        "font_size": [None] * len(texts), "level": [None] * len(texts),
+    }, schema_overrides={"font_size": pl.Float64, "level": pl.Int64})
+    return docs, blocks
+
+
+def test_a_sentence_gets_the_page_it_starts_on():
+    """A paragraph running over a page break keeps the page where it starts; its sentences
+    each get the page they start on (the second starts on page 1 and ends on page 2, the third
+    starts on page 2)."""
+    docs, blocks = _page_blocks([
+        (1, "Revenue of the segment grew by four percent in the year. The second sentence of this\n"
+            "paragraph runs over the"),
+        (2, "page break and ends on the next page. A third sentence starts on the second page of\n"
+            "the report and says that margins fell."),
+    ])
+    nodes = build_tree(docs, blocks, TreeConfig(page_fallback=False))
+    paras = nodes.filter(pl.col("level") == 2)
+    assert paras.height == 1 and paras["page"].to_list() == [1]
+    sents = nodes.filter(pl.col("level") == 3)
+    assert [t[:12] for t in sents["text"]] == ["Revenue of t", "The second s", "A third sent"]
+    assert sents["page"].to_list() == [1, 1, 2]
+    # flat chunks: a chunk's page is the page its first new sentence starts on
+    flat = build_tree(docs, blocks, TreeConfig(mode="flat", chunk_tokens=16, chunk_overlap=0))
+    chunks = flat.filter(pl.col("level") == 2)
+    assert chunks["text"].str.starts_with("A third").any()
+    assert chunks.filter(pl.col("text").str.starts_with("A third"))["page"].to_list() == [2]
+
+
+def test_sentence_pages_fall_back_to_the_paragraph_page():
+    """A sentence the block text does not hold (altered beyond folding) keeps its paragraph's
+    page; a repeat of the text far later in the document is not taken for it."""
+    from kohaku.text.segment import Paragraph, Section
+    from kohaku.tree.build import sentence_pages
+
+    blocks = [{"page": 1, "text": "Alpha beta gamma delta."},
+              {"page": 9, "text": "Something else entirely."}]
+    sec = Section(title="S", page=1, source="heading",
+                  paragraphs=[Paragraph("text", 1, sentences=["Alpha beta gamma delta.",
+                                                               "Something else entirely.",
+                                                               "Not in any block."])])
+    assert sentence_pages(blocks, [sec]) == [[[1, 1, 1]]]

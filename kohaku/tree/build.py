@@ -10,8 +10,11 @@ Node ids and the schema: kohaku/tree/model.py.
 
 from __future__ import annotations
 
+import bisect
 import logging
+import re
 import statistics
+import unicodedata
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -93,9 +96,15 @@ def chunk_sentences(sentences: list[str], chunk_tokens: int, overlap: int) -> li
     return chunks
 
 
-def _flat_sections(sections: list[Section], title: str, cfg: TreeConfig) -> list[Section]:
+def _flat_sections(sections: list[Section], title: str, cfg: TreeConfig,
+                   sent_pages: list[list[list[int]]] | None = None) -> list[Section]:
+    """One section of chunks; a chunk's page is the page its first new sentence starts on
+    (``sent_pages``, from :func:`sentence_pages`), else that sentence's paragraph's page."""
     sentences = [s for sec in sections for p in sec.paragraphs for s in p.sentences]
-    pages = [p.page for sec in sections for p in sec.paragraphs for _ in p.sentences]
+    if sent_pages is not None:
+        pages = [pg for sec in sent_pages for para in sec for pg in para]
+    else:
+        pages = [p.page for sec in sections for p in sec.paragraphs for _ in p.sentences]
     if not sentences:
         return []
     out = Section(title=title, page=pages[0], source="chunk", path=title)
@@ -104,8 +113,12 @@ def _flat_sections(sections: list[Section], title: str, cfg: TreeConfig) -> list
     return [out]
 
 
-def document_nodes(doc_id: str, title: str, sections: list[Section]) -> list[dict[str, Any]]:
-    """Rows of the nodes table for one document, in document order."""
+def document_nodes(doc_id: str, title: str, sections: list[Section],
+                   sentence_pages: list[list[list[int]]] | None = None) -> list[dict[str, Any]]:
+    """Rows of the nodes table for one document, in document order. ``sentence_pages`` (from
+    :func:`sentence_pages`: per section, per paragraph, per sentence) gives each sentence the
+    page it starts on and each paragraph the page of its first sentence; without it every node
+    of a paragraph takes the paragraph's page."""
     first_page = min((s.page for s in sections), default=1)
     rows = [_row(doc_id, doc_id, None, 0, 0, first_page, "", title, "heading", "")]
     for i, sec in enumerate(sections, start=1):
@@ -113,10 +126,80 @@ def document_nodes(doc_id: str, title: str, sections: list[Section]) -> list[dic
         rows.append(_row(sid, doc_id, doc_id, 1, i, sec.page, sec.path or sec.title, sec.title, "heading", sec.source))
         for j, para in enumerate(sec.paragraphs, start=1):
             pid = f"{sid}.p{j}"
-            rows.append(_row(pid, doc_id, sid, 2, j, para.page, sec.path or sec.title, para.text, para.kind, ""))
+            pages = sentence_pages[i - 1][j - 1] if sentence_pages else [para.page] * len(para.sentences)
+            rows.append(_row(pid, doc_id, sid, 2, j, pages[0] if pages else para.page,
+                             sec.path or sec.title, para.text, para.kind, ""))
             for k, sent in enumerate(para.sentences, start=1):
-                rows.append(_row(f"{pid}.t{k}", doc_id, pid, 3, k, para.page, sec.path or sec.title, sent, para.kind, ""))
+                rows.append(_row(f"{pid}.t{k}", doc_id, pid, 3, k, pages[k - 1], sec.path or sec.title, sent, para.kind, ""))
     return rows
+
+
+# A sentence is looked up in its document's blocks by its first letters and digits; a match more
+# than this many pages after its paragraph's first page is taken for a repeat elsewhere.
+_PAGE_SPAN = 3
+_KEY_CHARS = 40
+_NOT_ALNUM = re.compile(r"[^0-9a-z]+")
+
+
+def _fold(text: str) -> str:
+    return _NOT_ALNUM.sub("", unicodedata.normalize("NFKC", text or "").lower())
+
+
+def sentence_pages(blocks: list[dict[str, Any]], sections: list[Section]) -> list[list[list[int]]]:
+    """The page each sentence starts on (per section, per paragraph, per sentence).
+
+    A paragraph keeps the page of its first line, but its later sentences may start on the next
+    page (a paragraph running over a page break, a long paragraph cut in parts). The blocks carry
+    their page, so each sentence is found in the document's block text (both folded to lower-case
+    letters and digits: joined lines, undone hyphenation, dropped page headers and spacing do not
+    matter) by its first characters, searching forward from the previous sentence; it gets the
+    page of the block where the match starts. A sentence that is not found, or only on a page
+    before its paragraph's or more than a few pages after it, keeps its paragraph's page (or the
+    page of the sentence before it, when later)."""
+    parts: list[str] = []
+    starts: list[int] = []
+    pages: list[int] = []
+    first_at: dict[int, int] = {}
+    size = 0
+    for b in blocks:
+        text = _fold(b.get("text") or "")
+        if not text:
+            continue
+        page = int(b.get("page") or 1)
+        first_at.setdefault(page, size)
+        parts.append(text)
+        starts.append(size)
+        pages.append(page)
+        size += len(text)
+    stream = "".join(parts)
+    cursor = 0
+    out: list[list[list[int]]] = []
+    for sec in sections:
+        sec_pages: list[list[int]] = []
+        for para in sec.paragraphs:
+            lo, hi = para.page, para.page + _PAGE_SPAN
+            para_start = min((v for k, v in first_at.items() if k >= lo), default=size)
+            end = min((v for k, v in first_at.items() if k > hi), default=size)
+            got: list[int] = []
+            last = para.page
+            for sent in para.sentences:
+                key = _fold(sent)[:_KEY_CHARS]
+                page = None
+                if key:
+                    for start in (cursor, para_start):
+                        pos = stream.find(key, start, end)
+                        if pos < 0:
+                            continue
+                        found = pages[bisect.bisect_right(starts, pos) - 1]
+                        if lo <= found <= hi:
+                            page = found
+                            cursor = pos + len(key)
+                            break
+                last = page if page is not None else last
+                got.append(last)
+            sec_pages.append(got)
+        out.append(sec_pages)
+    return out
 
 
 def _row(node_id: str, doc_id: str, parent: str | None, level: int, order: int, page: int,
@@ -155,14 +238,15 @@ def build_tree(documents: pl.DataFrame, blocks: pl.DataFrame, cfg: TreeConfig,
             continue
         title = doc["title"] or doc["doc_id"]
         sections = segment_document(doc_blocks, title, seg_cfg, doc.get("n_pages") or None)
+        pages = sentence_pages(doc_blocks, sections)
         if cfg.mode == "flat":
-            sections = _flat_sections(sections, title, cfg)
+            sections, pages = _flat_sections(sections, title, cfg, pages), None
         if not sections:
             n_chars = sum(len(b["text"] or "") for b in doc_blocks)
             _drop(dropped, doc["doc_id"], f"no text left after segmentation ({len(doc_blocks)} block(s), "
                   f"{n_chars} characters; headings, page numbers and running headers are not text)")
             continue
-        rows.extend(document_nodes(doc["doc_id"], title, sections))
+        rows.extend(document_nodes(doc["doc_id"], title, sections, pages))
     return pl.DataFrame(rows, schema=NODES_SCHEMA)
 
 
