@@ -184,7 +184,7 @@ def _parse(text: str) -> Amount | None:
     return Amount(-value if negative else value, len(dec), percent, currency, magnitude)
 
 
-def _readings(a: Amount, b: Amount) -> Iterator[tuple[float, float, float]]:
+def readings(a: Amount, b: Amount) -> Iterator[tuple[float, float, float]]:
     """(a's value, b's value, a's unit) for each reading of the pair: the percent/fraction forms
     when one side is a percent, each implicit unit on the side without a magnitude when exactly
     one side has one."""
@@ -226,7 +226,7 @@ def numeric_match(truth: str | Amount | None, pred: str | Amount | None,
     if p is None or _currencies_clash(t, p):
         return False
     half = 0.5 * 10.0 ** -t.decimals
-    for tv, pv, unit in _readings(t, p):
+    for tv, pv, unit in readings(t, p):
         tol = max(half * unit, rel_tol * abs(tv))
         if abs(pv - tv) <= tol * (1 + 1e-9) + 1e-12:
             return True
@@ -239,7 +239,7 @@ def same_amount(a: str | Amount | None, b: str | Amount | None, rel_tol: float =
     x, y = _as_amount(a), _as_amount(b)
     if x is None or y is None or _currencies_clash(x, y):
         return False
-    for xv, yv, _ in _readings(x, y):
+    for xv, yv, _ in readings(x, y):
         if abs(xv - yv) <= rel_tol * max(abs(xv), abs(yv)) * (1 + 1e-9) + 1e-12:
             return True
     return False
