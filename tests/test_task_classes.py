@@ -78,6 +78,14 @@ def test_optional_columns():
                                             "needless_abstention", "correct"]
 
 
+def test_token_f1_column_serves_as_f1():
+    t = pl.DataFrame({"qid": ["a", "b"], "truth": ["Jane Doe", "Jane Doe"], "pred": ["Jane", "Bob"],
+                      "correct": [False, False], "token_f1": [0.67, 0.0]})
+    out = classify(t)
+    assert out["error_class"].to_list() == ["partial", "wrong_text"]
+    assert out["error_detail"].to_list() == ["f1 0.67", ""]
+
+
 def test_explicit_pred_blank_wins_over_text():
     row = {"qid": "a", "truth": "5", "pred": "n/a", "pred_blank": False, "missing": False,
            "correct": False}

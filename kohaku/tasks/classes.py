@@ -4,7 +4,8 @@ Input: a per-question table with the columns ``qid``, ``truth`` (str), ``pred`` 
 ``correct`` (bool: the task's primary judgement: exact match, numeric match, the judge, ...),
 and optionally ``pred_blank`` (bool; default: ``pred`` is null or a blank token,
 :func:`kohaku.values.is_blank_value`), ``missing`` (bool; default False) and ``f1`` (float, token
-F1 for text answers). Output (:func:`classify`): the same table with ``answer_kind``,
+F1 for text answers; a ``token_f1`` column, the metric's registered name, serves when there is
+no ``f1``). Output (:func:`classify`): the same table with ``answer_kind``,
 ``error_class`` and ``error_detail`` added; :func:`error_summary` counts them.
 
 ``answer_kind`` is ``number`` when the truth is an amount
@@ -109,7 +110,7 @@ def classify_row(row: dict[str, Any]) -> tuple[str, str, str]:
         return kind, "correct", ""
     if kind == "number":
         return (kind, *_number_class(parse_amount(truth), str(pred)))  # type: ignore[arg-type]
-    f1 = row.get("f1")
+    f1 = row.get("f1", row.get("token_f1"))
     if f1 is not None and f1 == f1 and f1 >= PARTIAL_F1:
         return kind, "partial", f"f1 {f1:.2f}"
     return kind, "wrong_text", ""
