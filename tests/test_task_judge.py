@@ -11,7 +11,6 @@ from kohaku.llm.base import ChatRequest, Completion, Counters
 from kohaku.llm.cache import open_generation_cache
 from kohaku.llm.fake import FakeBackend
 from kohaku.tasks.judge import (
-    DEFAULT_SYSTEM,
     DEFAULT_USER,
     VERDICT_SCHEMA,
     JudgeConfig,
