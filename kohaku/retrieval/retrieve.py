@@ -16,19 +16,21 @@ import logging
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
 from kohaku.config import ConfigError
+from kohaku.errors import KohakuError
 from kohaku.embedding import Encoder, encode_texts
 from kohaku.retrieval.context import ContextBuilder, RenderConfig
 from kohaku.retrieval.evidence import EvidenceConfig, EvidenceScorer
 from kohaku.retrieval.rerankers import Reranker, RerankerConfig, rerank_rows
 from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
-from kohaku.retrieval.search import load_searchers, read_meta
+from kohaku.retrieval.gold import parse_doc_list
+from kohaku.retrieval.search import ExactSearcher, load_searchers, read_meta
 from kohaku.tree.model import TreeView
 
 log = logging.getLogger("kohaku.retrieve")
@@ -74,6 +76,10 @@ class RetrieveConfig(RenderConfig):
     # question-aware rescoring of the top of the ranking (unit, number, terms, entities,
     # named documents; kohaku/retrieval/evidence.py); evidence.pool 0 = off
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
+    # search each question only within the documents its questions-table column names (a cell
+    # may list several: ['a','b'] or a,b), e.g. doc_name for FinanceBench's single store;
+    # null = every document (shared store)
+    restrict_column: str | None = None
 
     def validate(self) -> None:
         if self.top_k < 1 or self.attempts < 1:
@@ -86,6 +92,8 @@ class RetrieveConfig(RenderConfig):
             raise ValueError("bm25_weight must be >= 0 (0 turns BM25 off)")
         if self.max_context_tokens < 1:
             raise ValueError("max_context_tokens must be >= 1")
+        if self.restrict_column is not None and not str(self.restrict_column).strip():
+            raise ValueError("restrict_column must name a questions column, or be null")
         RenderConfig.validate(self)
         self.evidence.validate()
 
@@ -109,6 +117,111 @@ def _hit_frame(qrows: np.ndarray, rows: np.ndarray, scores: np.ndarray, level: i
     )
 
 
+class RestrictError(KohakuError, ValueError):
+    """retrieve.restrict_column names a missing column, or a question names no document or one
+    the corpus lacks; the message names the question id and the column."""
+
+
+@dataclass
+class Restriction:
+    """The documents each question's retrieval may return (``retrieve.restrict_column``).
+
+    ``docs``: qid -> document ids; ``doc_ids``: the nodes' doc_id per node row; ``vectors``:
+    the nodes' embeddings (row aligned) when loaded, else read back from the dense index."""
+
+    docs: Mapping[str, tuple[str, ...]]
+    doc_ids: pl.Series
+    vectors: np.ndarray | None = None
+
+
+def question_documents(questions: pl.DataFrame | None, column: str,
+                       corpus_docs: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """qid -> the documents named in ``column`` of the questions table (a cell: one id, ``a,b``
+    or ``['a','b']``). Every question must name at least one document of ``corpus_docs``."""
+    if questions is None:
+        raise ConfigError("retrieve.restrict_column is set but the retrieve step got no questions "
+                          "table")
+    if column not in questions.columns:
+        raise ConfigError(f"retrieve.restrict_column={column!r}: the questions table has no such "
+                          f"column (columns: {questions.columns}); name a column of the questions "
+                          "file or set retrieve.restrict_column=null")
+    known = set(corpus_docs)
+    out: dict[str, tuple[str, ...]] = {}
+    for qid, cell in zip(questions["qid"].cast(pl.String), questions[column]):
+        docs = tuple(dict.fromkeys(parse_doc_list(cell)))
+        if not docs:
+            raise RestrictError(f"question {qid!r}: column {column!r} (retrieve.restrict_column) "
+                                "names no document; fill it or set retrieve.restrict_column=null")
+        missing = [d for d in docs if d not in known]
+        if missing:
+            raise RestrictError(
+                f"question {qid!r}: column {column!r} (retrieve.restrict_column) names document(s) "
+                f"{missing} that are not in the corpus (tree); add them to the corpus or fix the "
+                "question's row")
+        out[qid] = docs
+    return out
+
+
+def _level_vectors(searcher: object, labels: np.ndarray, vectors: np.ndarray | None) -> np.ndarray:
+    """The vectors of a level's ``labels``: from the embeddings, the exact searcher, or hnswlib."""
+    if vectors is not None:
+        return vectors[searcher.rows[labels]]
+    if isinstance(searcher, ExactSearcher):
+        return searcher.vectors[labels]
+    return np.asarray(searcher.index.get_items(labels.tolist()), np.float32).reshape(len(labels), -1)
+
+
+def bm25_within(searcher: object, texts: Sequence[str], k: int, labels: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """BM25 top ``k`` among the level's ``labels`` only (node rows, scores; -1 where fewer
+    match): the candidates are restricted before the top-k cut, so no hit is thrown away."""
+    nq = len(texts)
+    k = min(k, len(labels))
+    rows = np.full((nq, k), -1, np.int64)
+    scores = np.zeros((nq, k), np.float32)
+    if k == 0 or nq == 0:
+        return rows, scores
+    ids = searcher.tokenizer.tokenize(list(texts), update_vocab=False, return_as="ids",
+                                      show_progress=False)
+    for i, query in enumerate(ids):
+        sc = np.asarray(searcher.retriever.get_scores(query), np.float32)[labels]
+        hit = np.flatnonzero(sc > 0)
+        if len(hit) > k:
+            hit = hit[np.argpartition(sc[hit], -k)[-k:]]
+        hit = hit[np.lexsort((hit, -sc[hit]))]
+        rows[i, :len(hit)] = searcher.rows[labels[hit]]
+        scores[i, :len(hit)] = sc[hit]
+    return rows, scores
+
+
+def _restricted_frames(queries: pl.DataFrame, qvecs: np.ndarray, dense: Mapping[int, object],
+                       sparse: Mapping[int, object], k_dense: int, k_bm25: int, use_bm25: bool,
+                       restrict: Restriction) -> list[pl.DataFrame]:
+    """Hits of queries whose questions share a document set, searched within those documents:
+    exact inner product over the set's rows of each level (a document's rows are few; no hnsw
+    graph walk that would have to skip the other documents) and BM25 over the same rows."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, qid in enumerate(queries["qid"].cast(pl.String)):
+        groups.setdefault(restrict.docs[qid], []).append(i)
+    texts = queries["query"].to_list()
+    frames = []
+    for docs, members in groups.items():
+        qrows = np.asarray(members, np.int64)
+        mask = restrict.doc_ids.is_in(list(docs)).to_numpy()
+        for level, searcher in dense.items():
+            labels = np.flatnonzero(mask[searcher.rows])
+            within = ExactSearcher(_level_vectors(searcher, labels, restrict.vectors),
+                                   searcher.rows[labels])
+            rows, scores = within.search(qvecs[qrows], k_dense)
+            frames.append(_hit_frame(qrows, rows, scores, level, "dense"))
+        if use_bm25:
+            for level, searcher in sparse.items():
+                labels = np.flatnonzero(mask[searcher.rows])
+                rows, scores = bm25_within(searcher, [texts[i] for i in members], k_bm25, labels)
+                frames.append(_hit_frame(qrows, rows, scores, level, "bm25"))
+    return frames
+
+
 def search_hits(
     queries: pl.DataFrame,
     qvecs: np.ndarray,
@@ -117,18 +230,24 @@ def search_hits(
     k_dense: int,
     k_bm25: int,
     use_bm25: bool,
+    restrict: Restriction | None = None,
 ) -> pl.DataFrame:
-    """Raw hits of every query on every level: qid, query_idx, level, node_row, rank, score, source."""
+    """Raw hits of every query on every level: qid, query_idx, level, node_row, rank, score,
+    source; with ``restrict``, each query's search runs within its question's documents."""
     qrows = np.arange(queries.height)
     frames = []
-    for level, searcher in dense.items():
-        rows, scores = searcher.search(qvecs, k_dense)
-        frames.append(_hit_frame(qrows, rows, scores, level, "dense"))
-    if use_bm25:
-        texts = queries["query"].to_list()
-        for level, searcher in sparse.items():
-            rows, scores = searcher.search(texts, k_bm25)
-            frames.append(_hit_frame(qrows, rows, scores, level, "bm25"))
+    if restrict is not None:
+        frames = _restricted_frames(queries, qvecs, dense, sparse, k_dense, k_bm25, use_bm25,
+                                    restrict)
+    else:
+        for level, searcher in dense.items():
+            rows, scores = searcher.search(qvecs, k_dense)
+            frames.append(_hit_frame(qrows, rows, scores, level, "dense"))
+        if use_bm25:
+            texts = queries["query"].to_list()
+            for level, searcher in sparse.items():
+                rows, scores = searcher.search(texts, k_bm25)
+                frames.append(_hit_frame(qrows, rows, scores, level, "bm25"))
     hits = pl.concat(frames) if frames else _hit_frame(qrows, np.zeros((0, 0), np.int64),
                                                        np.zeros((0, 0), np.float32), 0, "dense")
     keys = queries.select(pl.col("qid").cast(pl.String), pl.col("query_idx").cast(pl.Int64)).with_row_index("_q")
@@ -253,6 +372,9 @@ def run_retrieval(
 ) -> dict[str, pl.DataFrame]:
     """Pure retrieval over prepared searchers; ``qvecs`` rows align with ``queries`` rows.
 
+    With ``cfg.restrict_column`` each question searches only the documents that column of
+    ``questions`` names (:func:`question_documents`; exact search within them).
+
     ``questions`` (qid, question, answer_unit) and ``vectors`` (the nodes' embeddings, row
     aligned) feed the evidence rescoring (``cfg.evidence``); without them query 0 stands for
     the question, the unit is unknown and the dense feature is 0. ``reranker`` (a cross-encoder
@@ -267,7 +389,16 @@ def run_retrieval(
     use_bm25 = cfg.bm25_weight > 0 and bool(sparse)
     k_max = cfg.top_k * cfg.attempts
     kb_max = (cfg.bm25_top_k or cfg.top_k) * cfg.attempts
-    raw = search_hits(queries, qvecs, dense, sparse, k_max, kb_max, use_bm25)
+    restrict = None
+    if cfg.restrict_column:
+        restrict = Restriction(question_documents(questions, cfg.restrict_column,
+                                                  nodes["doc_id"].unique().to_list()),
+                               nodes["doc_id"].cast(pl.String), vectors)
+        unknown = set(queries["qid"].cast(pl.String)) - set(restrict.docs)
+        if unknown:
+            raise RestrictError(f"question(s) {sorted(unknown)[:5]} of the plan are not in the "
+                                "questions table that retrieve.restrict_column reads")
+    raw = search_hits(queries, qvecs, dense, sparse, k_max, kb_max, use_bm25, restrict)
     clock.lap("search")
     view = view or TreeView(nodes)
     ranked, all_hits = rank_nodes(raw, cfg)
