@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -28,14 +28,11 @@ import polars as pl
 from kohaku.config import ConfigError
 from kohaku.llm.base import Backend, ChatRequest, Counters
 from kohaku.llm.cache import GenerationCache, generate_cached
-from kohaku.prompts import ANSWER_FIELDS, check_template, render, trim_blocks
+from kohaku.prompts import render, trim_blocks
+from kohaku.tasks.spec import ORDERS, AnswerSpec
 from kohaku.text.json_text import first_json_object
-from kohaku.values import MODEL_BLANK_TOKENS
 
 log = logging.getLogger("kohaku.infer")
-
-ORDERS = ("context_first", "question_first")
-
 
 @dataclass
 class PromptTemplates:
@@ -45,8 +42,10 @@ class PromptTemplates:
 
 @dataclass
 class InferConfig:
-    prompts: dict[str, dict[str, str]]          # {context_first: {system, user}, question_first: {...}}
-    # context_first (C->Q, KohakuRAG's better order) | question_first
+    """How to generate. What to ask (prompts, answer fields, blank tokens) is the task's
+    (``task.answer``, kohaku.tasks.spec.AnswerSpec)."""
+
+    # context_first (C->Q, KohakuRAG's better order) | question_first: picks task.answer.prompts
     prompt_order: str = "context_first"
     n: int = 1                                  # samples per prompt
     temperature: float = 0.0  # 0: greedy
@@ -54,8 +53,6 @@ class InferConfig:
     seed: int = 0
     max_tokens: int = 512  # per sample; the context is trimmed so prompt + this fits the model
     max_retries: int = 2                        # rounds after round 0 for all-blank questions
-    # answer_value tokens that mean "no answer"
-    blank_values: list[str] = field(default_factory=lambda: list(MODEL_BLANK_TOKENS))
     ref_enum: bool = True                       # schema restricts ref_id to the context's doc ids
     max_refs: int = 4                           # maxItems of ref_id in the schema
     max_chars: dict[str, int] | None = None     # maxLength per string field in the schema
@@ -67,22 +64,20 @@ class InferConfig:
     def validate(self) -> None:
         if self.prompt_order not in ORDERS:
             raise ConfigError(f"infer.prompt_order={self.prompt_order!r}; choose one of {', '.join(ORDERS)}")
-        if self.prompt_order not in self.prompts:
-            raise ConfigError(f"infer.prompts has no entry '{self.prompt_order}' (infer.prompt_order)")
-        for order, pair in self.prompts.items():
-            if set(pair) != {"system", "user"}:
-                raise ConfigError(f"infer.prompts.{order} needs exactly the keys system and user")
-            for part, text in pair.items():
-                check_template(text, ANSWER_FIELDS, f"infer.prompts.{order}.{part}")
         for key in ("n", "max_tokens"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"infer.{key} must be >= 1")
         if self.max_retries < 0:
             raise ConfigError("infer.max_retries must be >= 0")
 
-    @property
-    def templates(self) -> PromptTemplates:
-        return PromptTemplates(**self.prompts[self.prompt_order])
+
+
+def templates(cfg: InferConfig, spec: AnswerSpec) -> PromptTemplates:
+    """The task's prompt pair for ``infer.prompt_order``."""
+    if cfg.prompt_order not in spec.prompts:
+        raise ConfigError(f"task.answer.prompts has no entry '{cfg.prompt_order}' (infer.prompt_order); "
+                          f"it has {', '.join(spec.prompts) or 'none'}")
+    return PromptTemplates(**spec.prompts[cfg.prompt_order])
 
 
 # -- prompts and schema -------------------------------------------------------------------
@@ -102,8 +97,10 @@ def field_limits(cfg: InferConfig) -> dict[str, int]:
     return limits
 
 
-def answer_schema(doc_ids: list[str], cfg: InferConfig) -> dict[str, Any]:
-    """JSON schema of an answer; keys in the order the model should write them."""
+def answer_schema(doc_ids: list[str], cfg: InferConfig, spec: AnswerSpec) -> dict[str, Any]:
+    """JSON schema of an answer: the task's fields in the order the model should write them
+    (text: a string with ``infer.max_chars`` as maxLength; number; list of strings; choice: an
+    enum; refs: the context's document ids with ``infer.ref_enum``, at most ``infer.max_refs``)."""
     limits = field_limits(cfg)
 
     def text(name: str) -> dict[str, Any]:
@@ -112,32 +109,55 @@ def answer_schema(doc_ids: list[str], cfg: InferConfig) -> dict[str, Any]:
             prop["maxLength"] = limits[name]
         return prop
 
-    items: dict[str, Any] = {"type": "string"}
-    if cfg.ref_enum and doc_ids:
-        items = {"type": "string", "enum": list(dict.fromkeys(doc_ids))}
-    refs: dict[str, Any] = {"type": "array", "items": items,
-                            "maxItems": cfg.max_refs if doc_ids or not cfg.ref_enum else 0}
+    def refs() -> dict[str, Any]:
+        items: dict[str, Any] = {"type": "string"}
+        if cfg.ref_enum and doc_ids:
+            items = {"type": "string", "enum": list(dict.fromkeys(doc_ids))}
+        return {"type": "array", "items": items,
+                "maxItems": cfg.max_refs if doc_ids or not cfg.ref_enum else 0}
+
+    props: dict[str, Any] = {}
+    for name, kind in spec.fields.items():
+        if kind == "refs":
+            props[name] = refs()
+        elif kind == "number":
+            props[name] = {"type": "number"}
+        elif kind == "list":
+            props[name] = {"type": "array", "items": text(name)}
+        elif kind == "choice":
+            props[name] = {"type": "string", "enum": list(spec.choices[name])}
+        else:
+            props[name] = text(name)
     return {
         "type": "object",
-        "properties": {"explanation": text("explanation"), "answer": text("answer"),
-                       "answer_value": text("answer_value"), "ref_id": refs},
-        "required": ["explanation", "answer", "answer_value", "ref_id"],
+        "properties": props,
+        "required": list(spec.fields),
         "additionalProperties": False,
     }
 
 
-def build_messages(t: PromptTemplates, *, context: str, question: str, answer_unit: str,
-                   qid: str) -> list[dict[str, str]]:
-    values = {"context": context, "question": question, "answer_unit": answer_unit, "qid": qid}
+def build_messages(t: PromptTemplates, values: dict[str, str]) -> list[dict[str, str]]:
+    """System and user messages; ``values`` fill the templates (context, question, qid and the
+    task's question fields)."""
     return [{"role": "system", "content": render(t.system, **values)},
             {"role": "user", "content": render(t.user, **values)}]
 
 
+def prompt_values(question: dict[str, Any], fields: list[str] | tuple[str, ...], context: str) -> dict[str, str]:
+    """What a prompt template may use for one question row."""
+    values = {"context": context, "question": question["question"], "qid": question["qid"]}
+    for f in fields:
+        if f not in values:
+            values[f] = question.get(f) or ""
+    return values
+
+
 def fit_context(backend: Backend, t: PromptTemplates, cfg: InferConfig, *, blocks: list[str],
-                separator: str, question: str, answer_unit: str, qid: str) -> tuple[str, int, int, bool]:
+                separator: str, values: dict[str, str]) -> tuple[str, int, int, bool]:
     """The context (``separator.join(blocks)``) trimmed to what the model accepts next to the
-    rest of the prompt: (text, blocks kept, blocks dropped, whether the last kept one was cut)."""
-    empty = build_messages(t, context="", question=question, answer_unit=answer_unit, qid=qid)
+    rest of the prompt (``values`` with an empty context): (text, blocks kept, blocks dropped,
+    whether the last kept one was cut)."""
+    empty = build_messages(t, {**values, "context": ""})
     overhead = sum(backend.count_tokens(m["content"]) for m in empty)
     budget = backend.max_context - cfg.max_tokens - overhead - cfg.context_margin
     return trim_blocks(blocks, separator, budget, backend.count_tokens)
@@ -177,17 +197,23 @@ def _ref_list(v: Any) -> list[str]:
     return out
 
 
-def parse_answer(raw: str, allowed: list[str], blank_values: list[str]) -> dict[str, Any]:
-    """Fields of one sample; ``dropped_refs`` counts cited ids that are not in ``allowed``."""
+def parse_answer(raw: str, allowed: list[str], spec: AnswerSpec) -> dict[str, Any]:
+    """Fields of one sample; ``dropped_refs`` counts cited ids that are not in ``allowed``.
+
+    ``answer_value`` holds the task's value field, ``answer`` and ``explanation`` those fields
+    when the task has them, ``ref_id`` the refs field, ``fields`` every text field as a JSON
+    object. Blank: with abstention allowed, the value is a blank token (``task.answer.blank_values``)
+    or, with ``blank_without_refs``, no reference is kept; with abstention never, only an
+    empty value (or an output that is no JSON) is blank."""
     obj = first_json_object(raw)
-    blanks = {b.strip().lower() for b in blank_values}
+    blanks = {b.strip().lower() for b in spec.blank_values}
     if obj is None:
         return {"valid": False, "answer": "", "answer_value": "", "ref_id": [], "explanation": "",
-                "is_blank": True, "dropped_refs": 0}
+                "is_blank": True, "dropped_refs": 0, "fields": "{}"}
     by_lower = {d.lower(): d for d in allowed}
     refs: list[str] = []
     dropped = 0
-    for r in _ref_list(obj.get("ref_id")):
+    for r in _ref_list(obj.get(spec.refs)) if spec.refs else []:
         if r.lower() in blanks:
             continue
         doc = by_lower.get(r.lower())
@@ -195,15 +221,21 @@ def parse_answer(raw: str, allowed: list[str], blank_values: list[str]) -> dict[
             dropped += 1
         elif doc not in refs:
             refs.append(doc)
-    value = _as_text(obj.get("answer_value"))
+    texts = {name: _as_text(obj.get(name)) for name in spec.text_fields}
+    value = texts[spec.value]
+    if spec.abstention == "never":
+        blank = not value
+    else:
+        blank = value.lower() in blanks or (spec.blank_without_refs and not refs)
     return {
         "valid": True,
-        "answer": _as_text(obj.get("answer")),
+        "answer": texts.get("answer", ""),
         "answer_value": value,
         "ref_id": refs,
-        "explanation": _as_text(obj.get("explanation")),
-        "is_blank": value.lower() in blanks or not refs,
+        "explanation": texts.get("explanation", ""),
+        "is_blank": blank,
         "dropped_refs": dropped,
+        "fields": json.dumps(texts, ensure_ascii=False),
     }
 
 
@@ -215,7 +247,7 @@ GENERATIONS_SCHEMA = {
     "ref_id": pl.List(pl.String), "explanation": pl.String, "is_blank": pl.Boolean,
     "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "seconds": pl.Float64,
     "prompt_hash": pl.String, "dropped_refs": pl.Int64, "cached": pl.Boolean,
-    "finish_reason": pl.String, "k": pl.Int64, "trimmed_snippets": pl.Int64,
+    "finish_reason": pl.String, "k": pl.Int64, "trimmed_snippets": pl.Int64, "fields": pl.String,
 }
 
 
@@ -231,18 +263,20 @@ def check_attempts(contexts: pl.DataFrame, max_retries: int) -> list[int]:
 
 
 def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
-              cfg: InferConfig, cache: GenerationCache | None = None
-              ) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """The generations table and the summary figures (questions + retrieve contexts in)."""
-    for col in ("qid", "question", "answer_unit"):
+              cfg: InferConfig, spec: AnswerSpec, fields: list[str] | tuple[str, ...] = (),
+              cache: GenerationCache | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """The generations table and the summary figures (questions + retrieve contexts in).
+    ``spec`` is the task's answer; ``fields`` the question columns its prompts may use."""
+    for col in ("qid", "question", *fields):
         if col not in questions.columns:
-            raise ConfigError(f"questions table lacks column '{col}' (from the questions stage)")
+            raise ConfigError(f"questions table lacks column '{col}' (task.questions.fields); "
+                              "re-run the questions stage with the task that names it")
     for col in ("qid", "attempt", "blocks", "block_doc_ids", "separator"):
         if col not in contexts.columns:
             raise ConfigError(f"retrieve contexts table lacks column '{col}'; re-run the retrieve "
                               "stage (force=[retrieve]) with this version of kohaku")
     check_attempts(contexts, cfg.max_retries)
-    t = cfg.templates
+    t = templates(cfg, spec)
     by_key = {(r["qid"], r["attempt"]): r for r in contexts.iter_rows(named=True)}
     qrows = {r["qid"]: r for r in questions.iter_rows(named=True)}
     counters = Counters()
@@ -267,19 +301,18 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
                     f"retrieve contexts have no row for qid={qid!r} attempt={attempt}; re-run the "
                     f"retrieve stage (force=[retrieve]) so every question has every attempt"
                 )
-            q = qrows[qid]
-            unit = q.get("answer_unit") or ""
+            values = prompt_values(qrows[qid], fields, "")
             text, kept, dropped_snips, cut = fit_context(
                 backend, t, cfg, blocks=list(c["blocks"] or []), separator=c["separator"] or "",
-                question=q["question"], answer_unit=unit, qid=qid)
+                values=values)
             if dropped_snips or cut:
                 stats["trimmed"] += 1
                 stats["trimmed_snippets"] += dropped_snips
             allowed = list(dict.fromkeys((c["block_doc_ids"] or [])[:kept] if text else []))
-            messages = build_messages(t, context=text, question=q["question"], answer_unit=unit, qid=qid)
+            messages = build_messages(t, {**values, "context": text})
             requests.append(ChatRequest(messages=messages, n=cfg.n, temperature=cfg.temperature,
                                         top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=cfg.seed,
-                                        json_schema=answer_schema(allowed, cfg)))
+                                        json_schema=answer_schema(allowed, cfg, spec)))
             metas.append((qid, allowed, c.get("k"), dropped_snips))
         if stats["trimmed"]:
             log.info("round %d: trimmed %d context(s) to fit %s (%d snippet(s) dropped so far)",
@@ -289,7 +322,7 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
         for (qid, allowed, k, dropped_snips), ss in zip(metas, samples):
             all_blank = True
             for idx, s in enumerate(ss):
-                parsed = parse_answer(s.text, allowed, cfg.blank_values)
+                parsed = parse_answer(s.text, allowed, spec)
                 stats["invalid"] += not parsed["valid"]
                 stats["empty"] += not s.text.strip()
                 stats["truncated"] += s.finish_reason == "length"

@@ -395,12 +395,15 @@ def register_config_schemas(registry: Registry | None = None) -> None:
     """
     from hydra.core.config_store import ConfigStore
 
+    from kohaku.tasks.spec import Task
+
     registry = registry or Registry()
     store = ConfigStore.instance()
     for name in registry.names:
         for key, cls in registry.get(name).configs.items():
             if "." not in key:
                 store.store(group=key, name=f"{key}_schema", node=cls)
+    store.store(group="task", name="task_schema", node=Task)   # the competition (kohaku/tasks/spec.py)
 
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"

@@ -1,8 +1,9 @@
 """Prompt templates: placeholder checks, rendering, and fitting a context's blocks into a token budget.
 
-Templates live in the config (conf/infer/default.yaml, conf/planner/llm.yaml) as plain
-``str.format`` strings (no Jinja): ``{context}``, ``{question}``, ``{answer_unit}``, ``{qid}`` for
-answers, ``{question}``, ``{n_extra}`` for the planner. Literal braces are written ``{{`` ``}}``.
+Templates live in the config (the task's ``task.answer.prompts``, conf/planner/llm.yaml) as plain
+``str.format`` strings (no Jinja): ``{context}``, ``{question}``, ``{qid}`` and the task's
+question fields (WattBot: ``{answer_unit}``) for answers, ``{question}``, ``{n_extra}`` for the
+planner. Literal braces are written ``{{`` ``}}``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Callable, Sequence
 
 from kohaku.config import ConfigError
 
-ANSWER_FIELDS = ("context", "question", "answer_unit", "qid")
 PLANNER_FIELDS = ("question", "n_extra")
 
 

@@ -23,7 +23,7 @@ import hashlib
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -66,23 +66,45 @@ class VoteConfig:
                 raise ConfigError(f"vote.weights={self.weights}: weights must be >= 0")
 
 
+@dataclass(frozen=True)
+class Grouping:
+    """How a task groups answer values in the vote (``task.vote.group``).
+
+    parse: raw value -> its parsed form (what ``same`` compares);
+    same: whether two parsed values are the same answer;
+    render: (parsed, raw) -> the value written when the task does not keep the surface form;
+    blank_raw / blank_parsed: whether a raw / parsed value is an abstention.
+    """
+
+    parse: Callable[[str], Any]
+    same: Callable[[Any, Any], bool]
+    render: Callable[[Any, str], str]
+    blank_raw: Callable[[str], bool]
+    blank_parsed: Callable[[Any], bool]
+
+
+#: WattBot's grouping: kohaku.values canonical forms ("1,000" = "1000.0" = "1e3"), written canonically.
+WATTBOT_GROUPING = Grouping(parse=canonical, same=same, render=lambda c, raw: render(c),
+                            blank_raw=is_blank_value, blank_parsed=lambda c: c.kind == "blank")
+
+
 @dataclass
 class _Cand:
     pos: int
     source: int
     weight: float
     raw: str
-    value: Canonical
+    value: Any
     refs: list[str]
     row: dict[str, Any]
     blank: bool
 
 
-def _matches(a: _Cand, b: _Cand, use_canonical: bool) -> bool:
+def _matches(a: _Cand, b: _Cand, use_canonical: bool, grouping: Grouping) -> bool:
     if a.blank or b.blank:
         return a.blank and b.blank
     if use_canonical:
-        return same(a.value, b.value)
+        return grouping.same(a.value, b.value)
     return a.raw == b.raw
 
 
@@ -132,7 +154,8 @@ def _choose_refs(members: list[_Cand], mode: str) -> tuple[list[str], bool]:
     return chosen, False
 
 
-def _vote_one(qid: str, cands: list[_Cand], cfg: VoteConfig, extra: dict[str, Any]) -> dict[str, Any]:
+def _vote_one(qid: str, cands: list[_Cand], cfg: VoteConfig, extra: dict[str, Any],
+              grouping: Grouping, keep_surface: bool) -> dict[str, Any]:
     total = sum(c.weight for c in cands)
     n_blank = sum(c.blank for c in cands)
     pool = cands
@@ -141,7 +164,7 @@ def _vote_one(qid: str, cands: list[_Cand], cfg: VoteConfig, extra: dict[str, An
     groups: list[list[_Cand]] = []
     for c in pool:
         for g in groups:
-            if _matches(g[0], c, cfg.canonical):
+            if _matches(g[0], c, cfg.canonical, grouping):
                 g.append(c)
                 break
         else:
@@ -176,7 +199,7 @@ def _vote_one(qid: str, cands: list[_Cand], cfg: VoteConfig, extra: dict[str, An
     refs, fell_back = _choose_refs(winner, cfg.ref_mode)
     rep = next((m for m in winner if set(m.refs) == set(refs)), None)
     rep = rep or next((m for m in winner if m.refs), winner[0])
-    value = render(rep.value) if cfg.canonical else rep.raw
+    value = grouping.render(rep.value, rep.raw) if cfg.canonical and not keep_surface else rep.raw
     out = {
         **base,
         "answer": str(rep.row.get("answer") or "").strip(),
@@ -206,8 +229,12 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
-def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None) -> pl.DataFrame:
+def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None, grouping: Grouping = WATTBOT_GROUPING,
+         keep_surface: bool = False) -> pl.DataFrame:
     """Vote over a long table of candidate answers; one output row per qid (first-seen order).
+
+    ``grouping`` says which values are the same answer (the task's ``vote.group``; WattBot's
+    canonical values by default); ``keep_surface`` writes the winner as a sample wrote it.
 
     candidates: qid str, source_idx int (priority order: lower first), answer_value str,
     ref_id list[str] (or a ref string), answer str, explanation str, is_blank bool. Extra
@@ -237,16 +264,16 @@ def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None) -> pl.DataFram
         else:
             weight = 1.0
         raw = str(row["answer_value"] if row["answer_value"] is not None else "").strip()
-        value = canonical(raw)
+        value = grouping.parse(raw)
         refs = parse_ref_list(row["ref_id"])
-        blank = bool(row["is_blank"]) or is_blank_value(raw) or (cfg.canonical and value.kind == "blank")
+        blank = bool(row["is_blank"]) or grouping.blank_raw(raw) or (cfg.canonical and grouping.blank_parsed(value))
         by_qid.setdefault(str(row["qid"]), []).append(
             _Cand(pos, src, weight, raw, value, refs, row, blank)
         )
     rows = []
     for qid, cands in by_qid.items():
         cands.sort(key=lambda c: (c.source, c.pos))
-        rows.append(_vote_one(qid, cands, cfg, extra))
+        rows.append(_vote_one(qid, cands, cfg, extra, grouping, keep_surface))
     schema = dict(ANSWER_SCHEMA)
     schema.update(extra)
     if not rows:
@@ -270,7 +297,7 @@ def generations_to_candidates(generations: pl.DataFrame, n_samples: int | None) 
     g = g.sort(["qid", "sample_idx"])
     if n_samples is not None:
         g = g.filter(pl.int_range(pl.len()).over("qid") < int(n_samples))
-    keep = ["supporting_materials"] if "supporting_materials" in g.columns else []
+    keep = [c for c in ("supporting_materials", "fields") if c in g.columns]
     return g.select(
         pl.col("qid").cast(pl.String),
         pl.col("sample_idx").cast(pl.Int64).alias("source_idx"),
@@ -301,7 +328,9 @@ def finalize_answers(
     rows = []
     unknown: set[str] = set()
     n_unanswered = 0
-    for q in questions.select("qid", "answer_unit").to_dicts():
+    has_unit = "answer_unit" in questions.columns
+    with_fields = "fields" in voted.columns      # the answer's fields as JSON (kohaku.tasks writers)
+    for q in questions.select("qid", *(["answer_unit"] if has_unit else [])).to_dicts():
         a = by_qid.get(q["qid"])
         if a is None:
             n_unanswered += 1
@@ -324,7 +353,7 @@ def finalize_answers(
                 "qid": q["qid"],
                 "answer": a["answer"],
                 "answer_value": a["answer_value"],
-                "answer_unit": q["answer_unit"] if q["answer_unit"] else BLANK,
+                "answer_unit": q["answer_unit"] if has_unit and q["answer_unit"] else BLANK,
                 "ref_id": refs,
                 "ref_url": ref_url,
                 "supporting_materials": support,
@@ -335,6 +364,7 @@ def finalize_answers(
                 "n_blank": int(a["n_blank"]),
                 "source_idx": a["source_idx"],
                 "ref_fallback": bool(a["ref_fallback"]),
+                **({"fields": a.get("fields") or "{}"} if with_fields else {}),
             }
         )
     schema = {
@@ -342,23 +372,43 @@ def finalize_answers(
         "ref_id": pl.List(pl.String), "ref_url": pl.List(pl.String), "supporting_materials": pl.String,
         "explanation": pl.String, "is_blank": pl.Boolean, "agreement": pl.Float64,
         "n_votes": pl.Int64, "n_blank": pl.Int64, "source_idx": pl.Int64, "ref_fallback": pl.Boolean,
+        **({"fields": pl.String} if with_fields else {}),
     }
     answers = pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
     stats = {"n_unanswered": n_unanswered, "unknown_refs": sorted(unknown)}
     return answers, stats
 
 
+def never_blank(answers: pl.DataFrame, fallback: str) -> pl.DataFrame:
+    """Answers of a task that never abstains: a blank row (no sample gave a valid value, or the
+    question had no generations) gets ``fallback`` as its value and answer."""
+    blank = pl.col("is_blank")
+    return answers.with_columns(
+        pl.when(blank).then(pl.lit(fallback)).otherwise(pl.col("answer_value")).alias("answer_value"),
+        pl.when(blank).then(pl.lit(fallback)).otherwise(pl.col("answer")).alias("answer"),
+        pl.when(blank).then(pl.lit("no sample gave an answer: the task's fallback"))
+        .otherwise(pl.col("explanation")).alias("explanation"),
+        pl.lit(False).alias("is_blank"),
+    )
+
+
 def vote_generations(generations: pl.DataFrame, questions: pl.DataFrame, documents: pl.DataFrame,
-                     cfg: VoteConfig) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """(answers, submission, summary) from the infer stage's generations."""
+                     cfg: VoteConfig, grouping: Grouping = WATTBOT_GROUPING, keep_surface: bool = False,
+                     fallback: str | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """(answers, summary) from the infer stage's generations. ``grouping`` and ``keep_surface``
+    come from the task's vote; ``fallback`` (a task that never abstains) fills blank answers."""
     candidates = generations_to_candidates(generations, cfg.n_samples)
-    answers, stats = finalize_answers(vote(candidates, cfg), questions, documents)
+    answers, stats = finalize_answers(vote(candidates, cfg, grouping, keep_surface), questions, documents)
     if stats["n_unanswered"]:
-        log.warning("%d question(s) have no generations; written as blank", stats["n_unanswered"])
+        log.warning("%d question(s) have no generations; written as %s", stats["n_unanswered"],
+                    "the fallback" if fallback is not None else "blank")
     if stats["unknown_refs"]:
         log.warning("ref id(s) not in the corpus metadata (kept in ref_id, no ref_url): %s",
                     ", ".join(stats["unknown_refs"][:10]))
     n = answers.height
+    n_blank = int(answers["is_blank"].sum()) if n else 0
+    if fallback is not None:
+        answers = never_blank(answers, fallback)
     summary = {
         "n_questions": n,
         "n_blank": int(answers["is_blank"].sum()) if n else 0,
@@ -368,7 +418,9 @@ def vote_generations(generations: pl.DataFrame, questions: pl.DataFrame, documen
         "n_unknown_refs": len(stats["unknown_refs"]),
         "n_ref_fallback": int(answers["ref_fallback"].sum()) if n else 0,
     }
-    return answers, answers_to_submission(answers, questions), summary
+    if fallback is not None:
+        summary["n_fallback"] = n_blank
+    return answers, summary
 
 
 # ---------------------------------------------------------------------------------------------

@@ -204,7 +204,8 @@ def test_trimming_and_citations_follow_the_blocks_whatever_the_format(separator,
     """The context carries its blocks and their documents; the answering step trims whole blocks
     from the end and lets the model cite only the documents of the blocks it kept, whatever
     ``retrieve.separator`` and ``retrieve.block_format`` say (no marker is parsed back)."""
-    from kohaku.answering import InferConfig, build_messages, run_infer
+    from kohaku.answering import InferConfig, build_messages, run_infer, templates
+    from kohaku.tasks import load_task
     from kohaku.llm.fake import FakeBackend
     from kohaku.pipeline import option_values
     from kohaku.retrieval.retrieve import CONTEXTS_SCHEMA
@@ -222,13 +223,14 @@ def test_trimming_and_citations_follow_the_blocks_whatever_the_format(separator,
                               "answer_unit": ["is_blank"]})
     cfg = build(InferConfig, {**option_values("infer", "default"), "max_retries": 0, "max_tokens": 64},
                 "infer")
-    empty = build_messages(cfg.templates, context="", question="Which sentence is the hit?",
-                           answer_unit="is_blank", qid="q1")
+    task = load_task("wattbot")
+    empty = build_messages(templates(cfg, task.answer), {"context": "", "question": "Which sentence is the hit?",
+                                                         "answer_unit": "is_blank", "qid": "q1"})
     overhead = sum(count_tokens(m["content"]) for m in empty)
     # room for exactly the first block: the second one (and the third) must go
     room = count_tokens(ctx.blocks[0]) + cfg.max_tokens + overhead + cfg.context_margin
     fake = FakeBackend(max_context=room)
-    gens, summary = run_infer(questions, contexts, fake, cfg)
+    gens, summary = run_infer(questions, contexts, fake, cfg, task.answer, task.questions.fields)
     sent = fake.calls[0][0]
     text = sent.messages[-1]["content"]
     assert ctx.blocks[0] in text and ctx.blocks[1] not in text and ctx.blocks[2] not in text
@@ -237,7 +239,7 @@ def test_trimming_and_citations_follow_the_blocks_whatever_the_format(separator,
     assert gens["ref_id"].to_list() == [["e"]]
     # with room for everything, both documents may be cited and nothing is trimmed
     fake = FakeBackend(max_context=room + 500)
-    gens, summary = run_infer(questions, contexts, fake, cfg)
+    gens, summary = run_infer(questions, contexts, fake, cfg, task.answer, task.questions.fields)
     assert fake.calls[0][0].json_schema["properties"]["ref_id"]["items"]["enum"] == ["e", "d"]
     assert summary["trimmed"] == 0 and separator.join(ctx.blocks) in fake.calls[0][0].messages[-1]["content"]
 

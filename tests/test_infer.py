@@ -19,8 +19,20 @@ from kohaku.stage import StageContext
 from kohaku.stages import infer as infer_mod
 from kohaku import answering
 from kohaku.answering import InferConfig, parse_answer, run_infer
+from kohaku.tasks import load_task
+from kohaku.tasks.spec import AnswerSpec
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+WATTBOT = load_task("wattbot")
+FIELDS = WATTBOT.questions.fields
+
+
+def answer_spec(**over) -> AnswerSpec:
+    """WattBot's answer section with some keys changed."""
+    from dataclasses import asdict
+    return build(AnswerSpec, {**asdict(WATTBOT.answer), **over}, "task.answer")
 
 
 def infer_cfg(**over) -> InferConfig:
@@ -75,7 +87,7 @@ def three_question_contexts() -> pl.DataFrame:
 def test_retry_rounds_send_only_blank_questions_with_next_attempt_contexts():
     fake = FakeBackend(answer_if_marked)
     gens, summary = run_infer(questions("q1", "q2", "q3"), three_question_contexts(), fake,
-                              infer_cfg(n=2, temperature=0.5, max_retries=2))
+                              infer_cfg(n=2, temperature=0.5, max_retries=2), WATTBOT.answer, FIELDS)
     assert len(fake.calls) == 3                                   # one backend call per round
     assert [len(c) for c in fake.calls] == [3, 2, 1]
     round1 = [user_text(r) for r in fake.calls[1]]
@@ -99,7 +111,7 @@ def test_retry_rounds_send_only_blank_questions_with_next_attempt_contexts():
 def test_no_retry_when_max_retries_is_zero():
     fake = FakeBackend(answer_if_marked)
     gens, summary = run_infer(questions("q1", "q2", "q3"), three_question_contexts(), fake,
-                              infer_cfg(max_retries=0))
+                              infer_cfg(max_retries=0), WATTBOT.answer, FIELDS)
     assert len(fake.calls) == 1 and gens["attempt"].unique().to_list() == [0]
     assert summary["retried"] == 0
 
@@ -107,7 +119,7 @@ def test_no_retry_when_max_retries_is_zero():
 def test_max_retries_must_be_below_the_attempts_present():
     ctx = contexts([ctx_row("q1", 0, [("d1", "x")]), ctx_row("q1", 1, [("d1", "y")])])
     with pytest.raises(ConfigError) as err:
-        run_infer(questions("q1"), ctx, FakeBackend(), infer_cfg(max_retries=2))
+        run_infer(questions("q1"), ctx, FakeBackend(), infer_cfg(max_retries=2), WATTBOT.answer, FIELDS)
     assert "infer.max_retries" in str(err.value) and "retrieve.attempts" in str(err.value)
 
 
@@ -116,7 +128,7 @@ def test_long_context_is_trimmed_from_the_lowest_ranked_snippet():
     ctx = contexts([ctx_row("q1", 0, blocks)])
     fake = FakeBackend(answer_if_marked, max_context=1100)
     cfg = infer_cfg(max_retries=0, max_tokens=400)
-    gens, summary = run_infer(questions("q1"), ctx, fake, cfg)
+    gens, summary = run_infer(questions("q1"), ctx, fake, cfg, WATTBOT.answer, FIELDS)
     sent = fake.calls[0][0]
     text = user_text(sent)
     assert "word0" in text and "word1" in text and "word5" not in text
@@ -133,7 +145,7 @@ def test_long_context_is_trimmed_from_the_lowest_ranked_snippet():
 def test_a_context_that_cannot_fit_is_emptied_not_a_crash():
     ctx = contexts([ctx_row("q1", 0, [("d1", "x " * 500)])])
     fake = FakeBackend(answer_if_marked, max_context=300)
-    gens, summary = run_infer(questions("q1"), ctx, fake, infer_cfg(max_retries=0, max_tokens=280))
+    gens, summary = run_infer(questions("q1"), ctx, fake, infer_cfg(max_retries=0, max_tokens=280), WATTBOT.answer, FIELDS)
     assert summary["trimmed"] == 1 and gens["is_blank"].to_list() == [True]
 
 
@@ -143,47 +155,51 @@ def test_refs_outside_the_context_are_dropped_and_counted():
                 '"ref_id": ["d1", "bogus", "ref_id=D2", "is_blank", "d1"]} trailing')
 
     ctx = contexts([ctx_row("q1", 0, [("d1", "a"), ("d2", "b")])])
-    gens, summary = run_infer(questions("q1"), ctx, FakeBackend(cites), infer_cfg(max_retries=0, ref_enum=False))
+    gens, summary = run_infer(questions("q1"), ctx, FakeBackend(cites), infer_cfg(max_retries=0, ref_enum=False), WATTBOT.answer, FIELDS)
     row = gens.row(0, named=True)
     assert row["ref_id"] == ["d1", "d2"] and row["dropped_refs"] == 1 and row["valid"]
     assert summary["dropped_refs"] == 1
-    assert "enum" not in answering.answer_schema(["d1"], infer_cfg(ref_enum=False))["properties"]["ref_id"]["items"]
+    assert "enum" not in answering.answer_schema(["d1"], infer_cfg(ref_enum=False), WATTBOT.answer)["properties"]["ref_id"]["items"]
 
 
 def test_parse_answer_rules():
     allowed = ["wu2021b", "patterson2021"]
-    bad = parse_answer("no json here {oops", allowed, ["is_blank"])
+    bad = parse_answer("no json here {oops", allowed, answer_spec(blank_values=['is_blank']))
     assert bad["valid"] is False and bad["is_blank"] is True
-    ok = parse_answer('{"answer_value": [80, 90], "ref_id": "wu2021b", "answer": true}', allowed, ["is_blank"])
+    ok = parse_answer('{"answer_value": [80, 90], "ref_id": "wu2021b", "answer": true}', allowed, answer_spec(blank_values=['is_blank']))
     assert ok["answer_value"] == "[80,90]" and ok["ref_id"] == ["wu2021b"] and ok["answer"] == "1"
     assert ok["is_blank"] is False
-    blank = parse_answer('{"answer_value": "IS_BLANK", "ref_id": ["wu2021b"]}', allowed, ["is_blank"])
+    blank = parse_answer('{"answer_value": "IS_BLANK", "ref_id": ["wu2021b"]}', allowed, answer_spec(blank_values=['is_blank']))
     assert blank["is_blank"] is True
-    norefs = parse_answer('{"answer_value": "5", "ref_id": []}', allowed, ["is_blank"])
+    norefs = parse_answer('{"answer_value": "5", "ref_id": []}', allowed, answer_spec(blank_values=['is_blank']))
     assert norefs["is_blank"] is True and norefs["valid"] is True
-    quoted = parse_answer("""{"answer_value": "5", "ref_id": "['wu2021b', 'patterson2021']"}""", allowed, [])
+    quoted = parse_answer("""{"answer_value": "5", "ref_id": "['wu2021b', 'patterson2021']"}""", allowed, answer_spec(blank_values=[]))
     assert quoted["ref_id"] == ["wu2021b", "patterson2021"]
-    assert parse_answer('x {"a": 1', allowed, [])["valid"] is False
-    assert parse_answer('{"a": {"b": 1}} {"answer_value": "3"}', allowed, [])["valid"] is True
+    assert parse_answer('x {"a": 1', allowed, answer_spec(blank_values=[]))["valid"] is False
+    assert parse_answer('{"a": {"b": 1}} {"answer_value": "3"}', allowed, answer_spec(blank_values=[]))["valid"] is True
 
 
 def test_prompt_order_and_templates():
     ctx = contexts([ctx_row("q1", 0, [("d1", "CTX-TEXT")])])
     for order in ("context_first", "question_first"):
         fake = FakeBackend(answer_if_marked)
-        run_infer(questions("q1"), ctx, fake, infer_cfg(max_retries=0, prompt_order=order))
+        run_infer(questions("q1"), ctx, fake, infer_cfg(max_retries=0, prompt_order=order), WATTBOT.answer, FIELDS)
         text = user_text(fake.calls[0][0])
         before = text.index("CTX-TEXT") < text.index("What is the value for q1?")
         assert before == (order == "context_first")
         assert "kWh" in text
-    with pytest.raises(ConfigError, match=r"infer.prompts.context_first.user.*\{doc\}"):
-        infer_cfg(prompts={"context_first": {"system": "s", "user": "{doc} {question}"}})
+    with pytest.raises(ConfigError, match=r"task.answer.prompts.context_first.user.*\{doc\}"):
+        from dataclasses import asdict
+
+        from kohaku.tasks.spec import build_task
+        build_task({**asdict(WATTBOT), "answer": {**asdict(WATTBOT.answer), "prompts": {
+            "context_first": {"system": "s", "user": "{doc} {question}"}}}})
     with pytest.raises(ConfigError, match="infer.prompt_order"):
         infer_cfg(prompt_order="sideways")
 
 
 def test_schema_has_the_answer_keys_in_order():
-    schema = answering.answer_schema(["d1", "d2", "d1"], infer_cfg(max_tokens=2048))
+    schema = answering.answer_schema(["d1", "d2", "d1"], infer_cfg(max_tokens=2048), WATTBOT.answer)
     assert list(schema["properties"]) == ["explanation", "answer", "answer_value", "ref_id"]
     assert schema["properties"]["ref_id"]["items"]["enum"] == ["d1", "d2"]
     assert schema["properties"]["explanation"]["maxLength"] == 600
@@ -212,6 +228,7 @@ def _stage_ctx(tmp_path: Path, fake, cache_dir: Path) -> StageContext:
         # two retry rounds (the default has none): the test counts one model call per round
         "infer": {**option_values("infer", "default"), "max_retries": 2},
         "llm": {"name": "fake", "backend": "fake", "model": "fake", "revision": "0"},
+        "task": option_values("task", "wattbot"),
     })
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
@@ -220,7 +237,8 @@ def _stage_ctx(tmp_path: Path, fake, cache_dir: Path) -> StageContext:
 
 
 def test_stage_uses_services_and_the_generation_cache(tmp_path):
-    assert infer_mod.STAGE.config_keys == ("infer", "llm")      # cache.dir is not part of the key
+    # cache.dir is not part of the key; the task's answer and prompt fields are
+    assert infer_mod.STAGE.config_keys == ("infer", "llm", "task.answer", "task.questions.fields")
     assert infer_mod.STAGE.inputs == ("questions", "retrieve")
     fake = FakeBackend(answer_if_marked)
     ctx = _stage_ctx(tmp_path, fake, tmp_path / "cache")
@@ -244,7 +262,7 @@ def test_field_limits_shrink_to_fit_max_tokens():
     small = answering.field_limits(infer_cfg(max_tokens=160))
     room = (160 - 40 - 8 * 4) * 1.5
     assert sum(small.values()) <= room and small["explanation"] > small["answer"] > small["answer_value"] >= 12
-    schema = answering.answer_schema(["d1"], infer_cfg(max_tokens=160))
+    schema = answering.answer_schema(["d1"], infer_cfg(max_tokens=160), WATTBOT.answer)
     assert schema["properties"]["answer_value"]["maxLength"] == small["answer_value"]
 
 

@@ -46,7 +46,11 @@ def test_planner_configs_build(option):
 
 
 def test_infer_config_builds_with_both_prompt_orders():
+    from kohaku.answering import templates
+    from kohaku.tasks import load_task
+
     values = resolved("infer", "default")
     for order in ("context_first", "question_first"):
         cfg = build(InferConfig, {**values, "prompt_order": order}, "infer")
-        assert "{context}" in cfg.templates.user and "{question}" in cfg.templates.user
+        t = templates(cfg, load_task("wattbot").answer)
+        assert "{context}" in t.user and "{question}" in t.user

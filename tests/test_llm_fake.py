@@ -17,8 +17,10 @@ def test_default_script_answers_from_the_first_snippet():
     from kohaku.config import build
     from kohaku.answering import InferConfig
 
-    cfg = build(InferConfig, {"prompts": {"context_first": {"system": "s", "user": "u"}}}, "infer")
-    schema = answer_schema(["doc9"], cfg)
+    from kohaku.tasks import load_task
+
+    cfg = build(InferConfig, {}, "infer")
+    schema = answer_schema(["doc9"], cfg, load_task("wattbot").answer)
     ans = fake.generate([
         ChatRequest(messages=[{"role": "user", "content": "[ref_id=doc9] PUE was 1.12 in 2021\n---\n"
                                "[ref_id=doc3] other\nQuestion: PUE?"}], n=2, seed=4, json_schema=schema),

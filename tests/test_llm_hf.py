@@ -121,8 +121,10 @@ def test_minimal_instance_and_json_state():
     from kohaku.answering import InferConfig, answer_schema
     from kohaku.config import build
 
-    cfg = build(InferConfig, {"prompts": {"context_first": {"system": "s", "user": "u"}}}, "infer")
-    assert minimal_instance(answer_schema(["d1"], cfg)) == {
+    from kohaku.tasks import load_task
+
+    cfg = build(InferConfig, {}, "infer")
+    assert minimal_instance(answer_schema(["d1"], cfg, load_task("wattbot").answer)) == {
         "explanation": "", "answer": "", "answer_value": "", "ref_id": []}
     assert minimal_instance({"type": "array", "items": {"enum": ["a"]}, "minItems": 2}) == ["a", "a"]
     st = JsonState()

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
+from kohaku.pipeline import option_values
 from kohaku.stage import StageContext
 from kohaku.stages.score import STAGE as SCORE
 from kohaku.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
@@ -138,7 +139,8 @@ def score_ctx(tmp_path: Path, solutions: str | None, root: str, sub_rows: list[d
     out = tmp_path / "score_out"
     out.mkdir(exist_ok=True)
     cfg = OmegaConf.create({"corpus": {"root": root, "solutions": solutions},
-                            "score": {"variant": "wattbot", "subset": False}})
+                            "score": {"variant": "wattbot", "subset": False},
+                            "task": option_values("task", "wattbot"), "llm": {"backend": "fake"}})
     return StageContext(stage=SCORE, cfg=cfg, input_dirs={"vote": vote_dir}, out_dir=out,
                         services=None, log=logging.getLogger("test"))
 

@@ -226,7 +226,8 @@ def run_stage(tmp_path: Path, vote_cfg: dict | None = None) -> tuple[pl.DataFram
     }).write_parquet(dirs["parse"] / "documents.parquet")
     out = tmp_path / "out"
     out.mkdir()
-    cfg = OmegaConf.create({"seed": 0, "vote": {**option_values("vote", "default"), **(vote_cfg or {})}})
+    cfg = OmegaConf.create({"seed": 0, "vote": {**option_values("vote", "default"), **(vote_cfg or {})},
+                            "task": option_values("task", "wattbot")})
     ctx = StageContext(stage=STAGE, cfg=cfg, input_dirs=dirs, out_dir=out, services=None,
                        log=logging.getLogger("test"))
     tables = STAGE.compute(ctx)
@@ -314,6 +315,7 @@ def test_vote_generations_fills_every_column_and_the_summary(caplog) -> None:
     """The whole answers table of vote_generations: union refs, ref_url only for known ids with
     a url, supporting materials from the sample or else the cited titles, blank and unanswered
     questions, answer_unit, and the summary."""
+    from kohaku.submission import answers_to_submission
     from kohaku.voting import vote_generations
 
     gens = pl.DataFrame({
@@ -334,7 +336,8 @@ def test_vote_generations_fills_every_column_and_the_summary(caplog) -> None:
                          "title": [" Doc One ", "Doc Two", None]})
     blank = "Unable to answer with confidence based on the provided documents."
     with caplog.at_level(logging.WARNING, logger="kohaku.vote"):
-        answers, sub, summary = vote_generations(gens, questions, docs, VoteConfig(ref_mode="union"))
+        answers, summary = vote_generations(gens, questions, docs, VoteConfig(ref_mode="union"))
+    sub = answers_to_submission(answers, questions)
     base = {"is_blank": False, "n_blank": 0, "source_idx": 0, "ref_fallback": False}
     assert answers.to_dicts() == [
         {**base, "qid": "q1", "answer": "five", "answer_value": "5", "answer_unit": "kg",
@@ -360,10 +363,10 @@ def test_vote_generations_fills_every_column_and_the_summary(caplog) -> None:
     assert sub["ref_id"].to_list() == ["['d1','d7','d2']", "is_blank", "is_blank", "['d2']", "['d3']"]
     assert "1 question(s) have no generations" in caplog.text and "no ref_url): d7" in caplog.text
     # two unanswered questions are counted as two
-    _, _, two = vote_generations(gens.filter(pl.col("qid") == "q1"), questions.head(3), docs, VoteConfig())
+    _, two = vote_generations(gens.filter(pl.col("qid") == "q1"), questions.head(3), docs, VoteConfig())
     assert two["n_unanswered"] == 2 and two["n_blank"] == 2
     # no questions at all: typed empty answers and a zero summary
-    answers, sub, summary = vote_generations(gens.head(0), questions.head(0), docs, VoteConfig())
+    answers, summary = vote_generations(gens.head(0), questions.head(0), docs, VoteConfig())
     assert answers.height == 0 and answers.schema["agreement"] == pl.Float64
     assert answers.schema["source_idx"] == pl.Int64 and answers.schema["ref_id"] == pl.List(pl.String)
     assert summary == {"n_questions": 0, "n_blank": 0, "mean_agreement": 0.0, "mean_votes": 0.0,
@@ -541,11 +544,11 @@ def test_vote_generations_counts_ref_fallbacks_and_types_unanswered_rows() -> No
     })
     questions = pl.DataFrame({"qid": ["q1", "q2"], "question": ["Q1", "Q2"], "answer_unit": ["", ""]})
     docs = pl.DataFrame({"doc_id": ["a"], "url": ["http://a"]})
-    answers, _, summary = vote_generations(gens, questions, docs, VoteConfig(ref_mode="intersection"))
+    answers, summary = vote_generations(gens, questions, docs, VoteConfig(ref_mode="intersection"))
     assert answers["ref_fallback"].to_list() == [True, False] and summary["n_ref_fallback"] == 1
     assert answers["is_blank"].to_list() == [False, True]
     # every question unanswered: still the typed table
-    answers, _, summary = vote_generations(gens.head(0), questions, docs, VoteConfig())
+    answers, summary = vote_generations(gens.head(0), questions, docs, VoteConfig())
     assert answers.schema["source_idx"] == pl.Int64 and answers.schema["ref_url"] == pl.List(pl.String)
     assert answers["source_idx"].to_list() == [None, None] and summary["n_unanswered"] == 2
 

@@ -10,6 +10,9 @@ The output of a sample is a function of (request, sample seed): by default
   ``is_blank`` when the context has no document;
 - a request whose last message carries images (the caption stage) gets a caption made from
   the SHA-256 of the first image's bytes (same image, same caption; no model reads it);
+- a judge's verdict request (a schema with ``correct``) gets ``{"correct": true}``;
+- another task's answer request (a schema with properties, a prompt with ``Question:``) gets
+  every field filled by its type (kohaku.tasks);
 - anything else gets a JSON echo of the last message's length.
 
 Tests pass their own ``responder(request, sample_seed) -> str`` to script other behaviour.
@@ -94,7 +97,42 @@ def default_responder(req: ChatRequest, seed: int) -> str:
         value = nums[0] if nums else "is_blank"
         return json.dumps({"explanation": f"from {refs[0]} (seed {seed})", "answer": value,
                            "answer_value": value, "ref_id": [refs[0]]})
+    if "correct" in props:    # an LLM judge's verdict (kohaku.tasks.judge): always "correct"
+        return json.dumps({"correct": True})
+    if props and "Question:" in text:
+        return _task_answer(req, text, props, seed)
     return json.dumps({"length": len(text), "seed": seed})
+
+
+def _task_answer(req: ChatRequest, text: str, props: dict[str, Any], seed: int) -> str:
+    """Another task's answer schema (kohaku.tasks): every field filled by its type, text fields
+    with the context's first number (its first words when it has none), refs with the first
+    citable document, choice fields with their first value."""
+    ref_names = [n for n, p in props.items() if p.get("type") == "array" and (p.get("items") or {}).get("enum")]
+    refs = _cited(req, text) if not ref_names else [
+        d for d in props[ref_names[0]]["items"]["enum"] if d in text]
+    body = text.split("Question:")[0]
+    for ref in refs:
+        body = body.replace(ref, " ")
+    nums = _NUM.findall(body)
+    words = re.findall(r"[A-Za-z]{3,}", body)
+    value = nums[0] if nums else " ".join(words[:3])
+    out: dict[str, Any] = {}
+    for name, prop in props.items():
+        kind = prop.get("type")
+        if kind == "array":
+            out[name] = refs[:1] if "enum" in (prop.get("items") or {}) or name in ref_names else [value]
+        elif kind == "number":
+            out[name] = float(nums[0]) if nums else 0.0
+        elif kind == "boolean":
+            out[name] = True
+        elif "enum" in prop:
+            out[name] = prop["enum"][0]
+        elif name == "explanation":
+            out[name] = f"from {refs[0] if refs else 'the context'} (seed {seed})"
+        else:
+            out[name] = value
+    return json.dumps(out)
 
 
 class FakeBackend:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from kohaku.answering import InferConfig, check_attempts, run_infer
+from kohaku.answering import InferConfig, check_attempts, run_infer, templates
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
 from kohaku.stage import Stage, StageContext
+from kohaku.tasks.spec import AnswerSpec, build_task
 
 SUMMARY_EVENTS = {
     "invalid": "outputs that were not a JSON answer",
@@ -25,12 +26,15 @@ SUMMARY_EVENTS = {
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     cfg: InferConfig = ctx.config("infer")
+    task = build_task(ctx.section("task"))       # validated whole: templates use declared fields
     questions = ctx.table("questions", "questions")
     contexts = ctx.table("retrieve", "contexts")
     check_attempts(contexts, cfg.max_retries)      # fail before loading any model
+    templates(cfg, task.answer)
     backend = ctx.services.get("llm", ctx.section("llm"), load_backend)
     cache = open_generation_cache(ctx.cache_dir, backend.identity, cfg.generation_cache)
-    gens, summary = run_infer(questions, contexts, backend, cfg, cache)
+    gens, summary = run_infer(questions, contexts, backend, cfg, task.answer,
+                              task.questions.fields, cache)
     ctx.log.info("infer: %d questions, %d prompts sent in %d call(s), %d cached sample(s), %d "
                  "invalid, %d still blank", summary["questions"], summary["prompts"],
                  summary["model_calls"], summary["cache_hits"], summary["invalid"],
@@ -48,9 +52,9 @@ STAGE = Stage(
     name="infer",
     version="1",
     inputs=("questions", "retrieve"),
-    config_keys=("infer", "llm"),
+    config_keys=("infer", "llm", "task.answer", "task.questions.fields"),
     compute=compute,
     outputs=("generations",),
-    configs={"infer": InferConfig},
+    configs={"infer": InferConfig, "task.answer": AnswerSpec},
     summary_events=SUMMARY_EVENTS,
 )

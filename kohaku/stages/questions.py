@@ -1,6 +1,6 @@
-"""questions stage: the questions CSV -> the ``questions`` table (kohaku.corpus.read_questions).
+"""questions stage: the questions file -> the ``questions`` table (kohaku.tasks.io.read_questions).
 
-The CSV is named by ``corpus.questions`` (relative paths resolve against ``corpus.root`` when
+The file (CSV or JSON lines, as ``task.questions`` says) is named by ``corpus.questions`` (relative paths resolve against ``corpus.root`` when
 the file is there, else against the working directory).
 """
 
@@ -11,14 +11,16 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig
 
-from kohaku.corpus import CorpusConfig, questions_file, read_questions
+from kohaku.corpus import CorpusConfig, questions_file
 from kohaku.stage import Stage, StageContext
+from kohaku.tasks.io import read_questions
+from kohaku.tasks.spec import QuestionsSpec
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     path = questions_file(ctx.config("corpus"))
     warnings: list[str] = []
-    questions = read_questions(path, warnings)
+    questions = read_questions(path, ctx.config("task.questions"), warnings)
     ctx.log.info("%d questions from %s", questions.height, path)
     ctx.report(n_questions=questions.height, source=str(path), warnings=warnings)
     return {"questions": questions}
@@ -33,9 +35,9 @@ STAGE = Stage(
     name="questions",
     version="1",
     inputs=(),
-    config_keys=("corpus.questions",),
+    config_keys=("corpus.questions", "task.questions"),
     compute=compute,
     file_inputs=question_files,
     outputs=("questions",),
-    configs={"corpus": CorpusConfig},
+    configs={"corpus": CorpusConfig, "task.questions": QuestionsSpec},
 )

@@ -1,8 +1,11 @@
-"""score stage: the vote stage's submission against ``corpus.solutions`` (kohaku.metrics).
+"""score stage: the vote stage's submission against ``corpus.solutions`` with the task's metric
+(kohaku.tasks.scoring: WattBot's exact metric, or a task's weighted components, an LLM judge
+among them through the generation cache).
 
-Writes the per-question table ``scores`` (with each question's error class, kohaku.diagnosis)
-and ``scores.json`` (the components and the error classes' counts); without solutions
-(``corpus.solutions=null``) an empty table and ``{"skipped": "no solutions"}``.
+Writes the per-question table ``scores`` (with each question's error class) and
+``scores.json`` (the components, the error classes' counts and ``metric``: what the reports
+recompute on resamples); without solutions (``corpus.solutions=null``) an empty table and
+``{"skipped": "no solutions"}``.
 """
 
 from __future__ import annotations
@@ -14,18 +17,23 @@ import polars as pl
 from omegaconf import DictConfig
 
 from kohaku.corpus import CorpusConfig, solutions_file
-from kohaku.diagnosis import classify, error_summary
-from kohaku.metrics import EMPTY_SCORES, ScoreConfig, score_files
+from kohaku.llm.base import load_backend
+from kohaku.llm.cache import open_generation_cache
+from kohaku.metrics import EMPTY_SCORES, ScoreConfig
 from kohaku.stage import Stage, StageContext
+from kohaku.tasks.scoring import score_submission
+from kohaku.tasks.spec import build_task
 
 SUMMARY_EVENTS = {
     "n_missing": "questions missing from the submission",
     "n_malformed_refs": "malformed ref lists",
+    "judge_invalid": "judge outputs that were not a verdict (scored 0)",
 }
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     cfg: ScoreConfig = ctx.config("score")
+    task = build_task(ctx.section("task"))
     path = solutions_file(ctx.config("corpus"))
     out_json = ctx.out_dir / "scores.json"
     if path is None:
@@ -33,19 +41,30 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
         out_json.write_text(json.dumps({"skipped": "no solutions"}, indent=2))
         ctx.report(skipped="no solutions")
         return {"scores": pl.DataFrame(schema=EMPTY_SCORES)}
-    result = score_files(path, ctx.path("vote") / "submission.csv", cfg.variant, subset=cfg.subset)
-    table = classify(result.table)
-    errors = error_summary(table)
-    summary = {"solutions": str(path), **result.summary(), "errors": errors}
+    loaded = {}
+
+    def backend():   # loaded only when a metric needs a model (the LLM judge)
+        if "llm" not in loaded:
+            loaded["llm"] = ctx.services.get("llm", ctx.section("llm"), load_backend)
+        return loaded["llm"]
+
+    cache = None
+    if any(m.fn == "llm_judge" for m in task.score.metric_specs):
+        identity = backend().identity
+        cache = open_generation_cache(ctx.cache_dir, identity, True)
+    result = score_submission(task, path, ctx.path("vote") / "submission.csv", variant=cfg.variant,
+                              subset=cfg.subset, backend=backend, cache=cache)
+    summary = {"solutions": str(path), **result.summary()}
     out_json.write_text(json.dumps(summary, indent=2, allow_nan=False))
-    ctx.log.info("score %.4f (value %.4f, ref %.4f, na %.4f; %s, n=%d)",
-                 result.score, result.value, result.ref, result.na, cfg.variant, result.n)
-    ctx.report(score=result.score, value=result.value, ref=result.ref, na=result.na,
-               unit=result.unit, variant=cfg.variant, n=result.n, n_missing=result.n_missing,
-               n_extra=result.n_extra, n_malformed_refs=result.n_malformed_refs,
-               warnings=result.warnings, errors=errors["counts"])
-    ctx.log.info("error classes: %s", ", ".join(f"{k} {v}" for k, v in errors["counts"].items() if v))
-    return {"scores": table}
+    parts = ", ".join(f"{k} {v:.4f}" for k, v in result.components.items() if v is not None)
+    ctx.log.info("score %.4f (%s; %s, n=%d)", result.score, parts,
+                 cfg.variant if result.scorer == "wattbot" else task.name, result.n)
+    figures = {k: v for k, v in result.details.items() if k in ("variant", "n_malformed_refs", "judge_invalid")}
+    ctx.report(score=result.score, **result.components, **figures, task=task.name, n=result.n,
+               n_missing=result.n_missing, n_extra=result.n_extra, warnings=result.warnings,
+               errors=result.errors["counts"])
+    ctx.log.info("error classes: %s", ", ".join(f"{k} {v}" for k, v in result.errors["counts"].items() if v))
+    return {"scores": result.table}
 
 
 def _file_inputs(cfg: DictConfig) -> list[Path]:
@@ -55,9 +74,11 @@ def _file_inputs(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="score",
-    version="2",
+    version="3",
     inputs=("vote",),
-    config_keys=("corpus.solutions", "score"),
+    # llm: the judge metric's model (the run's; infer's key holds it already, so no extra misses)
+    config_keys=("corpus.solutions", "score", "task.name", "task.solutions", "task.score",
+                 "task.submission", "llm"),
     compute=compute,
     file_inputs=_file_inputs,
     outputs=("scores",),

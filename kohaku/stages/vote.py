@@ -1,19 +1,28 @@
-"""vote stage: generations -> ``answers`` and ``submission.csv`` (kohaku.voting)."""
+"""vote stage: generations -> ``answers`` and ``submission.csv`` (kohaku.voting, the task's
+grouping and submission writer)."""
 
 from __future__ import annotations
 
 import polars as pl
 
 from kohaku.stage import Stage, StageContext
-from kohaku.submission import write_submission
+from kohaku.tasks import registry
+from kohaku.tasks.spec import SubmissionSpec, VoteSpec
 from kohaku.voting import VoteConfig, vote_generations
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
-    answers, submission, summary = vote_generations(
-        ctx.table("infer", "generations"), ctx.table("questions", "questions"),
-        ctx.table("parse", "documents"), ctx.config("vote"))
-    write_submission(submission, ctx.out_dir / "submission.csv")
+    spec: VoteSpec = ctx.config("task.vote")
+    submission: SubmissionSpec = ctx.config("task.submission")
+    grouping = registry.lookup("group", spec.group, "task.vote.group")(spec)
+    writer = registry.lookup("writer", submission.writer, "task.submission.writer")
+    never = ctx.config("task.answer.abstention") == "never"
+    questions = ctx.table("questions", "questions")
+    answers, summary = vote_generations(
+        ctx.table("infer", "generations"), questions, ctx.table("parse", "documents"),
+        ctx.config("vote"), grouping, spec.keep_surface,
+        ctx.config("task.answer.fallback") if never else None)
+    writer(answers, questions, submission, ctx.out_dir / "submission.csv")
     ctx.report(**summary)
     return {"answers": answers}
 
@@ -22,9 +31,9 @@ STAGE = Stage(
     name="vote",
     version="1",
     inputs=("questions", "infer", "parse"),
-    config_keys=("vote",),
+    config_keys=("vote", "task.vote", "task.answer.abstention", "task.answer.fallback", "task.submission"),
     compute=compute,
     outputs=("answers",),
-    configs={"vote": VoteConfig},
+    configs={"vote": VoteConfig, "task.vote": VoteSpec, "task.submission": SubmissionSpec},
     run_dir_files=("submission.csv",),
 )

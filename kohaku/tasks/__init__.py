@@ -1,1 +1,53 @@
-"""Pluggable competition tasks: specs, scoring and metric functions."""
+"""Pluggable competitions: what a task is (:mod:`kohaku.tasks.spec`), its named functions
+(:mod:`kohaku.tasks.registry`, :mod:`kohaku.tasks.builtin`), reading its files
+(:mod:`kohaku.tasks.io`) and scoring with its metric (:mod:`kohaku.tasks.scoring`).
+
+:func:`load_task` reads a task YAML (``conf/task/<name>.yaml`` or any path) without Hydra, for
+scripts such as ``scripts/score.py --task``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kohaku.config import ConfigError, ConfigFileNotFound
+from kohaku.tasks.spec import Task, build_task
+
+TASK_DIR = Path(__file__).resolve().parents[2] / "conf" / "task"
+
+
+def task_file(name_or_path: str | Path) -> Path:
+    """``conf/task/<name>.yaml`` for a name, else the path itself."""
+    text = str(name_or_path)
+    if "/" not in text and not text.endswith((".yaml", ".yml")):
+        path = TASK_DIR / f"{text}.yaml"
+        if not path.is_file():
+            known = sorted(p.stem for p in TASK_DIR.glob("*.yaml"))
+            raise ConfigFileNotFound(f"task {text!r}: no {path}; known tasks: {', '.join(known)} "
+                                     "(or give a YAML file's path)")
+        return path
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise ConfigFileNotFound(f"{path}: task file not found")
+    return path
+
+
+def load_task(name_or_path: str | Path) -> Task:
+    """The Task of a task YAML (its Hydra ``defaults`` list is ignored; interpolations are
+    resolved); errors name the file and the key."""
+    from omegaconf import OmegaConf
+
+    path = task_file(name_or_path)
+    cfg = OmegaConf.load(path)
+    data: Any = OmegaConf.to_container(cfg, resolve=True)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a task file holds a mapping of the task's parts")
+    data.pop("defaults", None)
+    try:
+        return build_task(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+__all__ = ["Task", "build_task", "load_task", "task_file"]

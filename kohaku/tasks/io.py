@@ -1,0 +1,105 @@
+"""Reading a task's question and solution files (CSV or JSON lines) as all-string tables.
+
+Every cell becomes a string, as the CSV reader does (ids such as ``q003`` must not become
+numbers): JSON numbers as written in the file, booleans ``true``/``false``, lists and objects as
+compact JSON, null as ``""``. Errors name the file and the line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from kohaku import csvfile
+from kohaku.corpus import CorpusError, CorpusFileNotFound
+from kohaku.tasks.spec import FORMATS, QuestionsSpec
+
+
+def file_format(path: Path, declared: str | None) -> str:
+    """``declared`` or the format the extension says (``.jsonl``/``.json`` -> jsonl, else csv)."""
+    if declared:
+        return declared
+    return "jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "csv"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def read_jsonl(path: Path, what: str) -> pl.DataFrame:
+    """One JSON object per line -> all-string columns (first-seen column order)."""
+    if not path.is_file():
+        raise CorpusFileNotFound(f"{path}: {what} file not found; check the path (or the corpus "
+                                 "config: corpus.root and the file's key)")
+    rows: list[dict[str, str]] = []
+    columns: dict[str, None] = {}
+    with path.open(encoding="utf-8-sig") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CorpusError(f"{path}: line {n} of {what} is not JSON ({exc.msg} at column "
+                                  f"{exc.colno}); write one JSON object per line") from exc
+            if not isinstance(obj, dict):
+                raise CorpusError(f"{path}: line {n} of {what} is a JSON {type(obj).__name__}, "
+                                  "not an object")
+            row = {str(k): _cell(v) for k, v in obj.items()}
+            columns.update(dict.fromkeys(row))
+            rows.append(row)
+    if not rows:
+        raise CorpusError(f"{path}: {what} file is empty")
+    cols = list(columns)
+    return pl.DataFrame([[r.get(c, "") for c in cols] for r in rows], schema={c: pl.String for c in cols},
+                        orient="row")
+
+
+def read_rows(path: str | Path, fmt: str | None, what: str, warnings: list[str] | None = None,
+              skip_blank_lines: bool = False) -> pl.DataFrame:
+    """A questions or solutions file of format ``fmt`` (csv | jsonl | None: by extension)."""
+    path = Path(path)
+    fmt = file_format(path, fmt)
+    if fmt not in FORMATS:
+        raise CorpusError(f"{path}: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt == "jsonl":
+        return read_jsonl(path, what)
+    return csvfile.read_csv_strings(path, what, CorpusError, warnings, CorpusFileNotFound,
+                                    skip_blank_lines=skip_blank_lines)
+
+
+def read_questions(path: str | Path, spec: QuestionsSpec, warnings: list[str] | None = None) -> pl.DataFrame:
+    """The questions file as ``qid``, ``question``, the task's prompt fields, then the other
+    columns, all strings. The id, question and field columns must exist (the error names the
+    file and the task key); ids must be unique and questions non-empty (the error names the row)."""
+    path = Path(path)
+    df = read_rows(path, spec.format, "questions", warnings)
+    missing = [c for c in (spec.id, spec.question, *spec.fields) if c not in df.columns]
+    if missing:
+        keys = {spec.id: "task.questions.id", spec.question: "task.questions.question"}
+        named = ", ".join(f"'{c}' ({keys.get(c, 'task.questions.fields')})" for c in missing)
+        raise CorpusError(f"{path}: the questions file lacks column(s) {named}; found {df.columns}. "
+                          "Fix the file or the task's questions section")
+    clash = [c for c in ("qid", "question") if c in df.columns and c not in (spec.id, spec.question)]
+    if clash:
+        raise CorpusError(f"{path}: column(s) {clash} would clash with the question id/text kohaku "
+                          f"names qid/question (task.questions.id={spec.id!r}, question={spec.question!r}); "
+                          "rename them in the file")
+    df = df.with_columns(pl.col(spec.id).str.strip_chars())
+    csvfile.check_ids(df, str(path), "questions", CorpusError, spec.id)
+    for i, q in enumerate(df[spec.question].to_list(), start=1):
+        if q.strip() == "":
+            raise CorpusError(f"{path}: row {i} (id '{df[spec.id][i - 1]}') has an empty question "
+                              f"(column '{spec.question}'); write the question or delete the row")
+    df = df.rename({spec.id: "qid", spec.question: "question"})
+    head = ["qid", "question", *[f for f in dict.fromkeys(spec.fields) if f not in ("qid", "question")]]
+    return df.select(*head, *[c for c in df.columns if c not in head])

@@ -1,0 +1,202 @@
+"""Scoring a submission with its task's metric.
+
+Two scorers:
+
+- ``wattbot``: the competition's metric exactly (:mod:`kohaku.metrics`, variant ``wattbot`` or
+  ``wattbot-recall``) and its error classes (:mod:`kohaku.diagnosis`).
+- ``components``: a weighted sum of named metrics (``task.score.metrics``), each the mean over
+  the questions it covers (a metric returns None for a question it does not cover: numeric
+  match on a question whose gold answer is no amount). A component over no question is 0.
+
+Both give a :class:`TaskScore`: the per-question table (one column per component, and
+``<name>_covered`` for the components that cover a subset), the summary for ``scores.json``
+and ``metric``: the components with their table column, weight and the boolean column of the
+questions each covers, which is all the reports need to recompute the score on a resample.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+
+from kohaku.config import ConfigError
+from kohaku.metrics import WEIGHTS, MetricError, score_files
+from kohaku.submission import read_csv_str
+from kohaku.tasks import registry
+from kohaku.tasks.builtin import MetricEnv, is_blank_answer
+from kohaku.tasks.io import read_rows
+from kohaku.tasks.spec import Task
+
+log = logging.getLogger("kohaku.score")
+
+
+@dataclass
+class TaskScore:
+    task: str
+    scorer: str
+    score: float
+    components: dict[str, float | None]
+    metric: list[dict[str, Any]]      # name, column, weight, over, empty (see module doc)
+    n: int
+    n_missing: int
+    n_extra: int
+    table: pl.DataFrame
+    errors: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)   # the scorer's own figures
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {"task": self.task, "scorer": self.scorer, **self.details, "score": self.score,
+                "components": self.components, "n": self.n, "n_missing": self.n_missing,
+                "n_extra": self.n_extra, "warnings": self.warnings,
+                "metric": {"name": self.task, "components": self.metric}, "errors": self.errors}
+
+
+def wattbot_components(variant: str) -> list[dict[str, Any]]:
+    """WattBot's components as the reports read them (NA as recall in ``wattbot-recall``)."""
+    recall = variant == "wattbot-recall"
+    return [
+        {"name": "value", "column": "value_ok", "weight": WEIGHTS["value"], "over": None, "empty": None},
+        {"name": "ref", "column": "ref_score", "weight": WEIGHTS["ref"], "over": None, "empty": None},
+        {"name": "na", "column": "na_ok", "weight": WEIGHTS["na"],
+         "over": "truth_blank" if recall else None, "empty": 1.0 if recall else None},
+    ]
+
+
+def _classes(task: Task, table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
+    return registry.lookup("classes", task.score.classes, "task.score.classes")(table)
+
+
+def _score_wattbot(task: Task, solutions: Path, submission: Path, variant: str, subset: bool,
+                   strict: bool) -> TaskScore:
+    result = score_files(solutions, submission, variant, subset=subset, strict=strict)
+    table, errors = _classes(task, result.table)
+    details = result.summary()
+    for key in ("score", "components", "n", "n_missing", "n_extra", "warnings"):
+        details.pop(key)
+    return TaskScore(task.name, "wattbot", result.score,
+                     {"value": result.value, "ref": result.ref, "na": result.na, "unit": result.unit},
+                     wattbot_components(variant), result.n, result.n_missing, result.n_extra, table,
+                     errors, details, result.warnings)
+
+
+def submission_columns(task: Task) -> tuple[str, str]:
+    """(id column, value column) of the task's submission CSV."""
+    spec = task.submission
+    if spec.writer == "wattbot":
+        return "id", "answer_value"
+    by_source = {source: column for column, source in spec.columns.items()}
+    value = by_source.get("value") or by_source.get(task.answer.value)
+    if "qid" not in by_source or value is None:
+        raise ConfigError("task.submission.columns must name the columns of the question id "
+                          "(source qid) and the answer value (source value) so the submission "
+                          "can be scored")
+    return by_source["qid"], value
+
+
+def _require(df: pl.DataFrame, columns: dict[str, str], path: Path, what: str) -> None:
+    missing = [f"'{c}' ({key})" for key, c in columns.items() if c not in df.columns]
+    if missing:
+        raise MetricError(f"{path}: the {what} lacks column(s) {', '.join(missing)}; found "
+                          f"{df.columns}")
+
+
+def _score_components(task: Task, solutions: Path, submission: Path, subset: bool,
+                      backend: Callable[[], Any] | None, cache: Any) -> TaskScore:
+    spec = task.solutions
+    sol = read_rows(solutions, spec.format, "solutions", skip_blank_lines=True)
+    _require(sol, {"task.solutions.id": spec.id, "task.solutions.answer": spec.answer}, solutions, "solutions file")
+    sub = read_csv_str(submission)
+    id_col, value_col = submission_columns(task)
+    _require(sub, {"the id column": id_col, "the value column": value_col}, submission, "submission")
+    warnings: list[str] = []
+    preds: dict[str, dict[str, str]] = {}
+    dups = Counter()
+    for r in sub.to_dicts():
+        qid = (r[id_col] or "").strip()
+        if qid in preds:
+            dups[qid] += 1
+            continue
+        preds[qid] = r
+    if dups:
+        warnings.append(f"{submission}: {len(dups)} id(s) with more than one row, the first scored: "
+                        + ", ".join(list(dups)[:10]))
+    sol_ids = [(r[spec.id] or "").strip() for r in sol.to_dicts()]
+    extra = sorted(set(preds) - set(sol_ids))
+    rows = []
+    missing = []
+    for s in sol.to_dicts():
+        qid = (s[spec.id] or "").strip()
+        p = preds.get(qid)
+        if p is None:
+            if subset:
+                continue
+            missing.append(qid)
+        pred = None if p is None else p[value_col]
+        question = s.get("question") or (p or {}).get("question") or ""
+        rows.append({"qid": qid, "question": question, "truth": s[spec.answer] or "", "pred": pred,
+                     "pred_blank": p is None or is_blank_answer(pred, task.submission.blank),
+                     "missing": p is None})
+    if missing:
+        warnings.append(f"{len(missing)} solution id(s) missing from {submission}, scored as wrong "
+                        "(score.subset=true scores only the submitted ones): "
+                        + ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else ""))
+    if extra:
+        warnings.append(f"{len(extra)} submission id(s) not in {solutions}, ignored: " + ", ".join(extra[:10]))
+    for w in warnings:
+        log.warning(w)
+    stats: dict[str, Any] = {}
+    env = MetricEnv(backend=backend, cache=cache, stats=stats)
+    columns: dict[str, list[Any]] = {}
+    components: dict[str, float | None] = {}
+    metric: list[dict[str, Any]] = []
+    coverage: dict[str, int] = {}
+    score = 0.0
+    for i, m in enumerate(task.score.metric_specs):
+        fn = registry.lookup("metric", m.fn, f"task.score.metrics[{i}].fn")
+        values = list(fn(rows, m.params, env))
+        if len(values) != len(rows):
+            raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) returned {len(values)} values for "
+                              f"{len(rows)} questions")
+        covered = [v is not None for v in values]
+        columns[m.name] = [None if v is None else float(v) for v in values]
+        columns[f"{m.name}_covered"] = covered
+        n_cov = sum(covered)
+        coverage[m.name] = n_cov
+        value = sum(v for v in values if v is not None) / n_cov if n_cov else None
+        components[m.name] = value
+        score += m.weight * (value or 0.0)
+        metric.append({"name": m.name, "column": m.name, "weight": m.weight,
+                       "over": f"{m.name}_covered", "empty": None})
+    schema: dict[str, Any] = {"qid": pl.String, "question": pl.String, "truth": pl.String,
+                              "pred": pl.String, "pred_blank": pl.Boolean, "missing": pl.Boolean}
+    table = pl.DataFrame(rows, schema=schema)
+    for name, values in columns.items():
+        table = table.with_columns(pl.Series(name, values, dtype=pl.Boolean if name.endswith("_covered")
+                                             else pl.Float64))
+    correct_by = task.score.correct or next((m["name"] for m in metric if m["weight"] > 0), metric[0]["name"])
+    table = table.with_columns((pl.col(correct_by).fill_null(0.0) >= 0.5).alias("correct"))
+    table, errors = _classes(task, table)
+    details = {"weights": {m["name"]: m["weight"] for m in metric}, "coverage": coverage,
+               "correct_by": correct_by, **stats}
+    return TaskScore(task.name, "components", score, components, metric, len(rows), len(missing),
+                     len(extra), table, errors, details, warnings)
+
+
+def score_submission(task: Task, solutions: str | Path, submission: str | Path, *,
+                     variant: str = "wattbot", subset: bool = False, strict: bool = False,
+                     backend: Callable[[], Any] | None = None, cache: Any = None) -> TaskScore:
+    """Score ``submission`` against ``solutions`` with ``task``'s scorer. ``variant`` and
+    ``strict`` apply to the wattbot scorer; ``backend`` (a function that loads the LLM) and
+    ``cache`` (a generation cache) serve metrics that need a model (the LLM judge)."""
+    solutions, submission = Path(solutions), Path(submission)
+    if task.score.scorer == "wattbot":
+        return _score_wattbot(task, solutions, submission, variant, subset, strict)
+    if task.score.scorer == "components":
+        return _score_components(task, solutions, submission, subset, backend, cache)
+    raise ConfigError(f"task.score.scorer={task.score.scorer!r}; use wattbot or components")
