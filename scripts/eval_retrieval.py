@@ -21,6 +21,21 @@ that run (a retrieve artifact folder works too when its sibling tree artifact is
   (``gold_rank``; unranked: no search returned it);
 - context tokens.
 
+Gold evidence by document, page and text (any task; FinanceBench's ``evidence.csv`` counts pages
+from 0): ``--gold FILE --gold-qid COL --gold-doc COL --gold-page COL --gold-page-base 0
+--gold-text COL`` (or ``--task NAME``: the gold section of conf/task/NAME.yaml; the options
+override it; FILE is relative to the run's corpus.root) prints doc, page, page±1 and
+evidence-text recall (kohaku.retrieval.gold) of the run's contexts; the solutions CSV is then
+optional.
+
+Retrieve again over a run's index (its parse, tree, embed and index stages), for the questions of
+any CSV or JSONL file, in the shared store (every document) and the single store (each question
+restricted to the documents its ``--restrict-column`` names), at each budget:
+
+    python scripts/eval_retrieval.py outputs/runs/<run> --retrieve --questions-file questions.jsonl \
+        --question-id financebench_id --restrict-column doc_name --stores shared single \
+        --budgets 2000 --task financebench     # or the --gold options
+
 Compare set-ups on the WattBot public questions (planner none; ``--planner rules``; the train
 questions with ``--questions train_QA.csv --solutions train_QA.csv``):
 
@@ -266,6 +281,131 @@ def find_ranking(path: Path) -> pl.DataFrame | None:
     return pl.read_parquet(file) if file.is_file() else None
 
 
+# ------------------------------------------------------------------------ gold evidence
+
+GOLD_COLUMNS = ["store", "budget", "gold_questions", "doc_recall", "page_recall", "page_near_recall",
+                "page_item_recall", "text_recall", "doc_n", "page_n", "text_n", "mean_tokens",
+                "mean_docs", "retrieve_s"]
+
+
+def gold_spec(args: argparse.Namespace):
+    """The GoldSpec of --task NAME (its gold section), overridden by the --gold* options; None
+    when neither names a gold file."""
+    from kohaku.retrieval.gold import GoldSpec
+
+    values: dict[str, Any] = {}
+    if args.task:
+        try:
+            from kohaku.pipeline import option_values
+
+            values = dict(option_values("task", args.task).get("gold") or {})
+        except Exception as exc:  # no task group yet, or no such option
+            raise SystemExit(f"--task {args.task}: cannot read conf/task/{args.task}.yaml's gold "
+                             f"section ({exc}); give the --gold options instead")
+    for key, opt in (("file", "gold"), ("qid", "gold_qid"), ("doc", "gold_doc"),
+                     ("page", "gold_page"), ("page_base", "gold_page_base"), ("text", "gold_text")):
+        if getattr(args, opt) is not None:
+            values[key] = getattr(args, opt)
+    spec = GoldSpec(**values)
+    return spec if spec.file else None
+
+
+def load_gold(spec, root: Path, documents: pl.DataFrame | None) -> pl.DataFrame:
+    from kohaku.retrieval.gold import check_gold_pages, gold_path, read_gold
+
+    gold = read_gold(spec, root)
+    if documents is not None:
+        check_gold_pages(gold, documents, gold_path(spec, root), spec.page_base)
+    return gold
+
+
+def run_stages(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:
+    """Artifact folders of a run dir's stages and its resolved config."""
+    run_file = Path(path) / "run.json"
+    if not run_file.is_file():
+        raise SystemExit(f"{path}: not a run dir (no run.json)")
+    run = json.loads(run_file.read_text())
+    return {k: Path(v["path"]) for k, v in run.get("stages", {}).items()}, run.get("config", {})
+
+
+def read_question_file(path: Path, qid: str, question: str) -> pl.DataFrame:
+    """Questions of a CSV or JSONL file as (qid, question, answer_unit, the other columns as str)."""
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        df = pl.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else
+                                (None if v is None else str(v))) for k, v in r.items()} for r in rows],
+                          infer_schema_length=None)
+    else:
+        df = read_solutions(path)
+    for col in (qid, question):
+        if col not in df.columns:
+            raise SystemExit(f"{path}: no column {col!r} (columns: {df.columns}); see --question-id")
+    df = df.rename({qid: "qid", question: "question"})
+    if "answer_unit" not in df.columns:
+        df = df.with_columns(pl.lit("is_blank").alias("answer_unit"))
+    rest = [c for c in df.columns if c not in ("qid", "question", "answer_unit")]
+    return df.select("qid", "question", "answer_unit", *rest)
+
+
+def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
+    """Retrieval over a run's index for --questions-file, per store and budget, scored against
+    the gold evidence."""
+    from dataclasses import replace
+
+    from kohaku.config import build
+    from kohaku.embedding import encode_texts, load_encoder
+    from kohaku.planning import PlannerConfig, plan_queries
+    from kohaku.retrieval.gold import gold_recall, recall_summary
+    from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
+    from kohaku.retrieval.search import load_searchers
+
+    stages, config = run_stages(Path(args.path))
+    missing = [s for s in ("parse", "tree", "embed", "index") if s not in stages]
+    if missing:
+        raise SystemExit(f"{args.path}: the run lacks stage(s) {missing}; run stages=[index] first")
+    root = Path(args.data) if args.data_given else Path(config.get("corpus", {}).get("root", "."))
+    qfile = Path(args.questions_file)
+    qfile = root / qfile if not qfile.is_absolute() and (root / qfile).is_file() else qfile
+    questions = read_question_file(qfile, args.question_id, args.question_column)
+    nodes = pl.read_parquet(stages["tree"] / "nodes.parquet")
+    documents = pl.read_parquet(stages["parse"] / "documents.parquet")
+    spec = gold_spec(args)
+    if spec is None:
+        raise SystemExit("--retrieve needs gold evidence: --task NAME or --gold FILE ...")
+    gold = load_gold(spec, root, documents)
+    emb = pl.read_parquet(stages["embed"] / "embeddings.parquet")
+    encoder = load_encoder({**config.get("embed", {}), **({"device": "cpu"} if args.cpu else {})})
+    pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
+                                 else args.n_queries}, "planner")
+    queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
+    qvecs = encode_texts(encoder, queries["query"].to_list(), "query", Path(args.cache_dir),
+                         progress=False)
+    dense, sparse, _ = load_searchers(stages["index"], nodes, None, emb)
+    vectors = emb["vector"].rechunk().to_numpy()
+    base = build(RetrieveConfig, {**config.get("retrieve", {}), "attempts": 1}, "retrieve")
+    out_dir = Path(args.out)
+    rows = []
+    for store in args.stores:
+        if store == "single" and not args.restrict_column:
+            raise SystemExit("--stores single needs --restrict-column COL (e.g. doc_name)")
+        for budget in args.budgets:
+            cfg = replace(base, max_context_tokens=budget,
+                          restrict_column=args.restrict_column if store == "single" else None)
+            t0 = time.perf_counter()
+            tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, progress=False,
+                                   questions=questions, vectors=vectors)
+            seconds = time.perf_counter() - t0
+            per_q = gold_recall(tables["contexts"], nodes, gold, qids=questions["qid"].to_list())
+            per_q.write_parquet(out_dir / f"gold_{store}_{budget}.parquet")
+            c0 = tables["contexts"]
+            rows.append({"store": store, "budget": budget, **recall_summary(per_q),
+                         "mean_tokens": round(float(c0["n_tokens"].mean() or 0), 1),
+                         "mean_docs": round(float(c0["doc_ids"].list.len().mean() or 0), 2),
+                         "retrieve_s": round(seconds, 2)})
+            log.info("%s @%d: %s", store, budget, rows[-1])
+    return pl.DataFrame(rows)
+
+
 # ----------------------------------------------------------------------------- compare mode
 
 def shipped(group: str, option: str) -> dict[str, Any]:
@@ -474,7 +614,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", action="store_true", help="encode on CPU even when a GPU is present")
     p.add_argument("--cache-dir", default=str(REPO / "outputs" / "cache"))
     p.add_argument("--out", default=None, help="output folder (default: PATH, or outputs/eval_retrieval)")
+    g = p.add_argument_group("gold evidence (kohaku.retrieval.gold.GoldSpec)")
+    g.add_argument("--task", help="read the gold section of conf/task/NAME.yaml")
+    g.add_argument("--gold", help="gold evidence file (csv or jsonl), relative to corpus.root")
+    g.add_argument("--gold-qid", help="question id column (default id)")
+    g.add_argument("--gold-doc", help="document id column (default ref_id; a cell may list several)")
+    g.add_argument("--gold-page", help="page column")
+    g.add_argument("--gold-page-base", type=int, help="0 when the file counts pages from 0 (default 1)")
+    g.add_argument("--gold-text", help="evidence text column")
+    r = p.add_argument_group("retrieve again over a run's index")
+    r.add_argument("--retrieve", action="store_true",
+                   help="retrieve for --questions-file over PATH's index, per --stores and --budgets")
+    r.add_argument("--questions-file", help="questions CSV or JSONL (relative: corpus.root first)")
+    r.add_argument("--question-id", default="id", help="question id column (financebench_id)")
+    r.add_argument("--question-column", default="question")
+    r.add_argument("--stores", nargs="+", choices=["shared", "single"], default=["shared"],
+                   help="shared: every document; single: retrieve.restrict_column=--restrict-column")
+    r.add_argument("--restrict-column", help="questions column naming each question's documents")
     args = p.parse_args(argv)
+    args.data_given = any(a == "--data" or a.startswith("--data=") for a in (argv or sys.argv[1:]))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     pl.Config.set_tbl_rows(100)
     pl.Config.set_tbl_cols(20)
@@ -489,9 +647,33 @@ def main(argv: list[str] | None = None) -> int:
         print_and_save(table.select(COMPARE_COLUMNS), Path(args.out) / "compare.csv")
         return 0
 
-    if not args.path or not args.solutions_csv:
-        p.error("give RUN_OR_ARTIFACT_DIR and SOLUTIONS.csv, or --compare")
+    if args.retrieve:
+        if not args.path or not args.questions_file:
+            p.error("--retrieve needs a run dir and --questions-file")
+        args.out = args.out or args.path
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        table = retrieve_again(args)
+        print(f"\nplanner {args.planner}, {args.questions_file} (per question: "
+              f"{Path(args.out)}/gold_<store>_<budget>.parquet)")
+        print_and_save(table.select(GOLD_COLUMNS), Path(args.out) / "gold_recall.csv")
+        return 0
+
+    spec = gold_spec(args)
+    if not args.path or not (args.solutions_csv or spec):
+        p.error("give RUN_OR_ARTIFACT_DIR and SOLUTIONS.csv (or gold options), or --compare")
     contexts, nodes = find_tables(Path(args.path), args.nodes)
+    if spec is not None:
+        from kohaku.retrieval.gold import gold_recall, recall_summary
+
+        root = Path(args.data)
+        if not args.data_given and (Path(args.path) / "run.json").is_file():
+            root = Path(run_stages(Path(args.path))[1].get("corpus", {}).get("root", "."))
+        per_gold = gold_recall(contexts, nodes, load_gold(spec, root, None), args.attempt,
+                               qids=contexts["qid"].unique().to_list())
+        print(f"gold evidence ({spec.file}), attempt {args.attempt}:")
+        print(pl.DataFrame([recall_summary(per_gold)]))
+        if not args.solutions_csv:
+            return 0
     solutions = read_solutions(Path(args.solutions_csv))
     ranking = find_ranking(Path(args.path))
     per_q = evaluate(contexts, solutions, nodes, args.attempt, ranking)

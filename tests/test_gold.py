@@ -134,3 +134,53 @@ def test_recall_over_contexts_and_tree_pages():
     # a question without a context (not retrieved) counts as a miss
     missing = gold_recall(ctx.filter(pl.col("qid") != "q1"), NODES, gold).filter(pl.col("qid") == "q1")
     assert missing["doc_hit"].to_list() == [False] and missing["retrieved"].to_list() == [False]
+
+
+def test_retrieve_stage_reports_gold_recall_when_the_task_has_gold(tmp_path: Path):
+    """The retrieve stage reads task.gold when the config has it (no task group: no figures),
+    checks the gold pages against the parsed documents and reports the recall figures."""
+    import logging
+
+    from omegaconf import OmegaConf
+
+    from kohaku.services import Services
+    from kohaku.stage import StageContext
+    from kohaku.stages import retrieve as retrieve_stage
+    from test_retrieve import _stage_dirs
+
+    dirs = _stage_dirs(tmp_path, "exact")
+    (tmp_path / "parse").mkdir()
+    pl.DataFrame({"doc_id": ["alpha", "beta"], "n_pages": [2, 1]}).write_parquet(
+        tmp_path / "parse" / "documents.parquet")
+    dirs["parse"] = tmp_path / "parse"
+    root = tmp_path / "corpus"
+    root.mkdir()
+    write_csv(root / "evidence.csv", [
+        {"financebench_id": "q2", "doc_name": "beta", "page": "0",
+         "evidence_text": "Embodied carbon is 463 kg per GPU."},
+        {"financebench_id": "q1", "doc_name": "alpha", "page": "0", "evidence_text": "Dry coolers"}])
+    base = {"retrieve": {"top_k": 3, "attempts": 1, "max_context_tokens": 200},
+            "embed": {"model": "hash:32"}, "reranker": {"kind": "none"},
+            "corpus": {"root": str(root)}, "cache": {"dir": str(tmp_path / "cache")}}
+
+    def run(cfg: dict, out: str) -> StageContext:
+        (tmp_path / out).mkdir()
+        ctx = StageContext(retrieve_stage.STAGE, OmegaConf.create(cfg),
+                           {k: v for k, v in dirs.items() if k != "out"}, tmp_path / out,
+                           Services(), logging.getLogger("t"))
+        retrieve_stage.compute(ctx)
+        return ctx
+
+    assert "gold_doc_recall" not in run(base, "o1").summary  # no task.gold: skipped
+    gold = {"file": "evidence.csv", "qid": "financebench_id", "doc": "doc_name", "page": "page",
+            "page_base": 0, "text": "evidence_text"}
+    summary = run({**base, "task": {"gold": gold}}, "o2").summary
+    assert summary["gold_questions"] == 2 and summary["gold_doc_n"] == 2
+    assert summary["gold_doc_recall"] is not None and summary["gold_page_n"] == 2
+    assert retrieve_stage.gold_files(OmegaConf.create({**base, "task": {"gold": gold}})) == [
+        root / "evidence.csv"]
+    write_csv(root / "evidence.csv", [
+        {"financebench_id": "q2", "doc_name": "beta", "page": "1", "evidence_text": "x"}])
+    with pytest.raises(GoldError, match=r"row 1: page 1 of document 'beta' is outside the document, "
+                                        r"which has 1 page"):
+        run({**base, "task": {"gold": gold}}, "o3")

@@ -1,17 +1,27 @@
-"""retrieve stage: plan queries + tree + index (+ the questions, for the evidence rescoring and
-a reranker) -> ``hits``, ``ranking``, ``contexts`` (kohaku.retrieval.retrieve; the contexts
-table carries its blocks and their document ids)."""
+"""retrieve stage: plan queries + tree + index (+ the questions, for the evidence rescoring, a
+reranker and ``retrieve.restrict_column``) -> ``hits``, ``ranking``, ``contexts``
+(kohaku.retrieval.retrieve; the contexts table carries its blocks and their document ids).
+
+When the task has gold evidence (``task.gold``, kohaku.retrieval.gold.GoldSpec; skipped when
+the config has no such key), the summary reports doc, page, page±1 and evidence-text recall of
+attempt 0's contexts; a gold page outside its document stops the stage with the file and row.
+"""
 
 from __future__ import annotations
 
-import polars as pl
+from pathlib import Path
 
+import polars as pl
+from omegaconf import DictConfig, OmegaConf
+
+from kohaku.config import ConfigError, build
 from kohaku.embedding import EmbedConfig, load_encoder
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
+from kohaku.retrieval.gold import GoldSpec, check_gold_pages, gold_path, gold_summary, read_gold
 from kohaku.retrieval.rerankers import LLMReranker, RerankerConfig, load_reranker
 from kohaku.retrieval.retrieve import RetrieveConfig, retrieve
-from kohaku.stage import Stage, StageContext
+from kohaku.stage import Stage, StageContext, plain
 
 
 def _reranker(ctx: StageContext, rcfg: RerankerConfig):
@@ -34,9 +44,10 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
         ctx.table("plan", "queries"), ctx.table("tree", "nodes"), ctx.path("index"), encoder, cfg,
         ctx.cache_dir if ecfg.cache else None, lambda: ctx.table("embed", "embeddings"), ctx.log,
         questions=(ctx.table("questions", "questions")
-                   if cfg.evidence.enabled or rcfg.enabled else None),
+                   if cfg.evidence.enabled or rcfg.enabled or cfg.restrict_column else None),
         reranker=reranker, rerank_cfg=rcfg,
     )
+    summary.update(_gold_figures(ctx, tables))
     if isinstance(reranker, LLMReranker):
         summary.update({f"rerank_{k}": v for k, v in reranker.counters.as_dict().items()},
                        rerank_invalid=reranker.invalid)
@@ -44,12 +55,45 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     return tables
 
 
+def _gold_spec(cfg: DictConfig) -> GoldSpec | None:
+    """The task's gold section, or None where the config has none (no task group)."""
+    try:
+        value = plain(cfg, "task.gold")
+    except ConfigError:
+        return None
+    return build(GoldSpec, value, "task.gold") if value else None
+
+
+def _gold_figures(ctx: StageContext, tables: dict[str, pl.DataFrame]) -> dict:
+    spec = _gold_spec(ctx.cfg)
+    if spec is None or not spec.file:
+        return {}
+    root = ctx.section("corpus.root")
+    if not gold_path(spec, root).is_file():  # evaluation only: retrieval goes on without it
+        ctx.log.warning("task.gold.file %s not found; no gold recall", gold_path(spec, root))
+        return {}
+    gold = read_gold(spec, root)
+    check_gold_pages(gold, ctx.table("parse", "documents"), gold_path(spec, root), spec.page_base)
+    questions = ctx.table("questions", "questions")["qid"].cast(pl.String).to_list()
+    figures = gold_summary(tables["contexts"], ctx.table("tree", "nodes"), gold, qids=questions)
+    ctx.log.info("gold evidence (%s): %s", spec.file, figures)
+    return figures
+
+
+def gold_files(cfg: DictConfig) -> list[Path]:
+    """file_inputs: the task's gold evidence file (its content is part of the key)."""
+    spec = _gold_spec(cfg)
+    path = gold_path(spec, str(OmegaConf.select(cfg, "corpus.root", default="."))) if spec else None
+    return [path] if path is not None and path.is_file() else []
+
+
 STAGE = Stage(
     name="retrieve",
     version="4",  # 4: evidence rescoring and rerankers (questions in); 3: contexts carry blocks
-    inputs=("plan", "tree", "embed", "index", "questions"),
+    inputs=("plan", "tree", "embed", "index", "questions", "parse"),  # parse: gold page checks
     config_keys=("retrieve", "embed", "reranker"),
     compute=compute,
+    file_inputs=gold_files,
     outputs=("hits", "ranking", "contexts"),
     configs={"retrieve": RetrieveConfig, "embed": EmbedConfig, "reranker": RerankerConfig},
 )
