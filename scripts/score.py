@@ -1,8 +1,15 @@
-"""Score a WattBot submission CSV against a solutions CSV.
+"""Score a submission CSV against a solutions file with a task's metric (WattBot's by default).
 
 Usage:
   python scripts/score.py SOLUTIONS.csv SUBMISSION.csv [--variant wattbot|wattbot-recall]
                           [--mismatches N] [--subset] [--strict] [--errors] [--json OUT.json]
+  python scripts/score.py SOLUTIONS SUBMISSION.csv --task NAME|TASK.yaml [--llm NAME] [--json OUT.json]
+
+``--task`` scores with another competition's metric (conf/task/<NAME>.yaml or a task YAML's
+path; kohaku/tasks/scoring.py): each component with its weight and the number of questions it
+covers, the error classes and the first wrong questions. A task whose metric asks an LLM judge
+uses ``--llm`` (a conf/llm option, e.g. fake or smollm2_cpu) through the generation cache under
+``--cache-dir``.
 
 Prints the components (value, ref, NA, unit), value accuracy per evidence flag (Quote, Table,
 Figure, Math, is_NA) and per Usage split when the solutions have those columns, the first
@@ -33,6 +40,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import polars as pl  # noqa: E402
 
 from kohaku.diagnosis import classify, error_lines, error_summary  # noqa: E402
 from kohaku.metrics import VARIANTS, WEIGHTS, MetricError, ScoreResult, score_files  # noqa: E402
@@ -88,6 +97,33 @@ def report(result: ScoreResult, n_mismatches: int) -> list[str]:
     return lines
 
 
+def task_report(result, n_mismatches: int) -> list[str]:
+    """The lines of a ``components`` task's score (kohaku.tasks.scoring.TaskScore)."""
+    d = result.details
+    lines = [f"task: {result.task}   questions: {result.n}"]
+    if result.n_missing:
+        lines.append(f"missing from the submission (scored wrong): {result.n_missing}")
+    if result.n_extra:
+        lines.append(f"extra ids in the submission (ignored): {result.n_extra}")
+    lines += ["", f"{'component':<12}{'weight':>8}{'value':>9}{'covers':>8}"]
+    for m in result.metric:
+        lines.append(f"{m['name']:<12}{m['weight']:>8.2f}{_fmt(result.components[m['name']]):>9}"
+                     f"{d['coverage'][m['name']]:>8}")
+    if d.get("judge_invalid"):
+        lines.append(f"judge outputs that were no verdict (scored 0): {d['judge_invalid']}")
+    counts = result.errors["counts"]
+    lines += ["", "error classes: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v)]
+    wrong = result.table.filter(~pl.col("correct"))
+    if wrong.height:
+        lines += ["", f"first wrong ({min(n_mismatches, wrong.height)} of {wrong.height}, by {d['correct_by']}):"]
+        for r in wrong.head(n_mismatches).to_dicts():
+            pred = "<missing>" if r["missing"] else str(r["pred"])
+            lines.append(f"  {r['qid']:<24} {r['error_class']:<20} truth {str(r['truth'])[:30]!r}  "
+                         f"submitted {pred[:30]!r}")
+    lines += ["", f"score: {result.score:.4f}"]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("solutions", help="solutions CSV (id, answer_value, ref_id, ... )")
@@ -102,8 +138,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--errors", action="store_true",
                         help="print the error classes (overall, by answer kind, evidence and usage)")
     parser.add_argument("--json", type=Path, help="also write the summary (error classes included) as JSON here")
+    parser.add_argument("--task", default="wattbot",
+                        help="the competition: a conf/task option (wattbot, financebench, short_answer) "
+                        "or a task YAML's path")
+    parser.add_argument("--llm", default=None,
+                        help="conf/llm option for a metric that asks an LLM (the judge), e.g. fake, smollm2_cpu")
+    parser.add_argument("--cache-dir", type=Path, default=Path("outputs/cache"),
+                        help="generation cache of the judge's answers (default outputs/cache)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    if args.task != "wattbot":
+        from kohaku.tasks import load_task
+
+        if load_task(args.task).score.scorer != "wattbot":
+            return score_task(args)
     try:
         result = score_files(args.solutions, args.submission, args.variant, subset=args.subset,
                              strict=args.strict)
@@ -118,6 +166,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.errors:
         lines[-1:-1] = error_lines(errors, table) + [""]
     print("\n".join(lines))
+    return 0
+
+
+def score_task(args: argparse.Namespace) -> int:
+    from kohaku.config import ConfigError
+    from kohaku.corpus import CorpusError
+    from kohaku.tasks import load_task
+    from kohaku.tasks.scoring import score_submission
+
+    try:
+        task = load_task(args.task)
+        backend, cache = None, None
+        if args.llm:
+            from kohaku.llm.base import load_backend
+            from kohaku.llm.cache import open_generation_cache
+            from kohaku.pipeline import option_values
+
+            loaded = load_backend(option_values("llm", args.llm))
+            backend, cache = (lambda: loaded), open_generation_cache(args.cache_dir, loaded.identity, True)
+        elif any(m.fn == "llm_judge" for m in task.score.metric_specs):
+            raise ConfigError(f"task {task.name}'s metric asks an LLM judge: give --llm (e.g. --llm fake)")
+        result = score_submission(task, args.solutions, args.submission, variant=args.variant,
+                                  subset=args.subset, strict=args.strict, backend=backend, cache=cache)
+    except (ConfigError, CorpusError, MetricError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        args.json.write_text(json.dumps(result.summary(), indent=2, allow_nan=False))
+    print("\n".join(task_report(result, args.mismatches)))
     return 0
 
 
