@@ -29,7 +29,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
 
 STAGE = Stage(
     name="tree",
-    version="2",  # 2: captioned figures as figure paragraphs
+    version="3",  # 2: captioned figures as figure paragraphs; 3: a sentence has the page it starts on
     inputs=("parse", "caption"),
     config_keys=("tree",),
     compute=compute,
