@@ -5,8 +5,9 @@ Usage:
 
 Prints, per run count, the fastest of --repeat timings of ``compare`` (every run against the
 first: resampling, every configuration's metric on every resample, intervals, p, Holm, flips)
-for both metric variants. The scoring of submission files is not included (scripts/compare.py
-prints its own total).
+for both WattBot metric variants and a task with masked components (``judge`` weight 1 over the
+questions the judge covers, ``numeric`` weight 0 over the numeric ones: FinanceBench's shape).
+The scoring of submission files is not included (scripts/compare.py prints its own total).
 """
 
 from __future__ import annotations
@@ -21,16 +22,29 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.report.paired import ScoreMatrix, compare  # noqa: E402
+from kohaku.report.metric import Component, Metric  # noqa: E402
+from kohaku.report.paired import ComponentMatrix, ScoreMatrix, compare  # noqa: E402
+
+JUDGED = Metric("judged", (Component("judge", "judge", 1.0, "judge_covered"),
+                           Component("numeric", "numeric", 0.0, "numeric_covered")))
+METRICS = ("wattbot", "wattbot-recall", "judged")
 
 
 def synthetic(n: int, runs: int, variant: str, seed: int = 0) -> ScoreMatrix:
     rng = np.random.default_rng(seed)
+    names, qids = [f"run{i}" for i in range(runs)], [f"q{i}" for i in range(n)]
+    if variant == "judged":
+        covered = rng.random(n) < 0.95
+        numeric = rng.random(n) < 0.6
+        judge = np.where(covered, (rng.random((runs, n)) < 0.6).astype(float), 0.0)
+        num = np.where(numeric, (rng.random((runs, n)) < 0.5).astype(float), 0.0)
+        return ScoreMatrix(names, qids, metric=JUDGED, components=[
+            ComponentMatrix("judge", 1.0, judge, covered), ComponentMatrix("numeric", 0.0, num, numeric)])
     blank = rng.random(n) < 0.1
     value = (rng.random((runs, n)) < 0.7).astype(float)
     ref = rng.choice([0.0, 0.5, 1.0], size=(runs, n), p=[0.2, 0.2, 0.6])
     na = np.where(blank, (rng.random((runs, n)) < 0.6).astype(float), 1.0)
-    return ScoreMatrix([f"run{i}" for i in range(runs)], [f"q{i}" for i in range(n)], value, ref, na, blank, variant)
+    return ScoreMatrix(names, qids, value, ref, na, blank, variant)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     rows = []
-    for variant in ("wattbot", "wattbot-recall"):
+    for variant in METRICS:
         for runs in args.runs:
             m = synthetic(args.questions, runs, variant)
             times = []

@@ -1,4 +1,4 @@
-"""Is a difference real? Paired bootstrap over questions for the WattBot score.
+"""Is a difference real? Paired bootstrap over questions for any task's score.
 
 Every configuration is scored on the same questions, so two configurations are compared
 question by question: one resample draws n questions with replacement and scores every
@@ -7,11 +7,14 @@ of the difference. A resample is a vector of counts (how often each question was
 scores of B resamples are matrix products (:func:`resample_scores`): 10,000 resamples of 282
 questions for 6 configurations take well under a second.
 
-The statistic is the metric itself, recomputed on each resample: for ``wattbot`` the mean over
-questions of 0.75·value + 0.15·ref + 0.10·NA; for ``wattbot-recall`` NA is the recall over the
-resample's unanswerable questions (1.0 when a resample draws none). A configuration with several
-seeds enters with its seed-averaged components per question; the seeds' own spread is reported
-beside (:attr:`ScoreMatrix.seed_scores`) and is not part of the interval.
+The statistic is the metric itself, recomputed on each resample. A metric is a weighted sum of
+components (:mod:`kohaku.report.metric`); a component is the mean of its per-question values over
+the questions its ``over`` mask selects (every question without one), and its ``empty`` value
+when a resample draws none of them. WattBot: 0.75·value + 0.15·ref + 0.10·NA, NA over every
+question (``wattbot``) or the recall over the resample's unanswerable questions, 1.0 when it
+draws none (``wattbot-recall``). A configuration with several seeds enters with its
+seed-averaged components per question; the seeds' own spread is reported beside
+(:attr:`ScoreMatrix.seed_scores`) and is not part of the interval.
 
 What each figure covers: the interval and p-value cover the noise of *which questions* were asked
 (a new question set from the same population), for these fixed generations; the seed spread covers
@@ -22,10 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import NormalDist
+from typing import Sequence
 
 import numpy as np
 
 from kohaku.metrics import VARIANTS, WEIGHTS
+from kohaku.report.metric import Component, Metric, wattbot_metric
 
 N_RESAMPLES = 10_000
 SEED = 0
@@ -35,38 +40,114 @@ _CHUNK = 2_000  # resamples per matrix product (bounds memory at ~ chunk x n x 8
 
 
 @dataclass
+class ComponentMatrix:
+    """One metric component of R configurations on n questions.
+
+    values: (R, n) per-question values (seed-averaged where a configuration has seeds; 0 where
+    the question does not count); over: None (every question counts), or the (n,) mask of the
+    questions that count, as 0/1 floats ((R, n) where configurations' masks differ; a fraction
+    where a configuration's seeds disagree); empty: the component on a question set where the
+    mask selects nothing. Its value on a resample is sum(counts·values·over) / sum(counts·over).
+    """
+
+    name: str
+    weight: float
+    values: np.ndarray
+    over: np.ndarray | None = None
+    empty: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.values = np.atleast_2d(np.asarray(self.values, dtype=np.float64))
+        self.weight = float(self.weight)
+        self.empty = float(self.empty)
+        if self.over is not None:
+            self.over = np.asarray(self.over, dtype=np.float64)
+        self._hits: np.ndarray | None = None
+
+    @property
+    def hits(self) -> np.ndarray:
+        """values·over (R, n): the numerator's per-question terms."""
+        if self._hits is None:
+            self._hits = self.values if self.over is None else self.values * self.over
+        return self._hits
+
+
 class ScoreMatrix:
     """Per-question components of R configurations on the same n questions.
 
-    value, ref, na: (R, n) arrays in [0, 1] (seed-averaged where a configuration has seeds);
-    blank: (n,) whether the truth is unanswerable (the NA recall's denominator); names: R labels;
-    seed_scores: each configuration's per-seed scores (one entry without seeds).
+    ``ScoreMatrix(names, qids, components=[ComponentMatrix, ...], metric=Metric)`` for any task;
+    ``ScoreMatrix(names, qids, value, ref, na, blank, variant)`` for WattBot (value, ref, na:
+    (R, n) arrays in [0, 1]; blank: (n,) whether the truth is unanswerable, the NA recall's
+    denominator). names: R labels; seed_scores: each configuration's per-seed scores (one entry
+    without seeds).
     """
 
-    names: list[str]
-    qids: list[str]
-    value: np.ndarray
-    ref: np.ndarray
-    na: np.ndarray
-    blank: np.ndarray
-    variant: str = "wattbot"
-    seed_scores: list[list[float]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"unknown metric variant '{self.variant}'; use one of {', '.join(VARIANTS)}")
-        self.value, self.ref, self.na = (np.atleast_2d(np.asarray(a, dtype=np.float64))
-                                         for a in (self.value, self.ref, self.na))
-        self.blank = np.asarray(self.blank, dtype=bool)
+    def __init__(
+        self,
+        names: Sequence[str],
+        qids: Sequence[str],
+        value: np.ndarray | None = None,
+        ref: np.ndarray | None = None,
+        na: np.ndarray | None = None,
+        blank: np.ndarray | None = None,
+        variant: str | None = "wattbot",
+        seed_scores: list[list[float]] | None = None,
+        *,
+        components: Sequence[ComponentMatrix] | None = None,
+        metric: Metric | None = None,
+    ) -> None:
+        self.names = list(names)
+        self.qids = list(qids)
         shape = (len(self.names), len(self.qids))
-        for name, a in (("value", self.value), ("ref", self.ref), ("na", self.na)):
-            if a.shape != shape:
-                raise ValueError(f"ScoreMatrix.{name} has shape {a.shape}; expected {shape} "
-                                 "(configurations x questions)")
+        self.blank = np.zeros(shape[1], dtype=bool) if blank is None else np.asarray(blank, dtype=bool)
         if self.blank.shape != (shape[1],):
             raise ValueError(f"ScoreMatrix.blank has shape {self.blank.shape}; expected ({shape[1]},)")
-        if not self.seed_scores:
-            self.seed_scores = [[s] for s in self.scores()]
+        if components is None:  # WattBot's three components
+            if variant not in VARIANTS:
+                raise ValueError(f"unknown metric variant '{variant}'; use one of {', '.join(VARIANTS)}")
+            metric = metric or wattbot_metric(variant)
+            recall = variant == "wattbot-recall"
+            components = [ComponentMatrix("value", WEIGHTS["value"], value),  # type: ignore[arg-type]
+                          ComponentMatrix("ref", WEIGHTS["ref"], ref),  # type: ignore[arg-type]
+                          ComponentMatrix("na", WEIGHTS["na"], na, self.blank if recall else None,  # type: ignore[arg-type]
+                                          1.0 if recall else 0.0)]
+        else:
+            variant = metric.variant if metric is not None else None
+        self.variant = variant
+        self.components = list(components)
+        for c in self.components:
+            if c.values.shape != shape:
+                raise ValueError(f"ScoreMatrix.{c.name} has shape {c.values.shape}; expected {shape} "
+                                 "(configurations x questions)")
+            if c.over is not None and c.over.shape not in ((shape[1],), shape):
+                raise ValueError(f"ScoreMatrix.{c.name}: its mask has shape {c.over.shape}; expected "
+                                 f"({shape[1]},) or {shape}")
+        names_ = [c.name for c in self.components]
+        if len(set(names_)) != len(names_):
+            raise ValueError(f"ScoreMatrix: component names repeat: {names_}")
+        self.metric = metric or Metric("custom", tuple(
+            Component(c.name, c.name, c.weight, None if c.over is None else f"{c.name}:over",
+                      None if c.over is None else c.empty) for c in self.components))
+        self.seed_scores = seed_scores or [[s] for s in self.scores()]
+
+    def __getitem__(self, name: str) -> ComponentMatrix:
+        for c in self.components:
+            if c.name == name:
+                return c
+        raise KeyError(f"no component {name!r}; components: {', '.join(c.name for c in self.components)}")
+
+    # WattBot's arrays by their old names
+    @property
+    def value(self) -> np.ndarray:
+        return self["value"].values
+
+    @property
+    def ref(self) -> np.ndarray:
+        return self["ref"].values
+
+    @property
+    def na(self) -> np.ndarray:
+        return self["na"].values
 
     @property
     def n(self) -> int:
@@ -76,16 +157,34 @@ class ScoreMatrix:
         """The metric of each configuration on all questions, (R,)."""
         return resample_scores(self, np.ones((1, self.n)))[0]
 
+    def component_scores(self) -> dict[str, np.ndarray]:
+        """Each component of each configuration on all questions: name -> (R,) (weight-0 ones
+        included)."""
+        parts = resample_components(self, np.ones((1, self.n)), scored_only=False)
+        return {c.name: x[0] for c, x in zip(self.components, parts)}
+
     def per_question(self) -> np.ndarray:
-        """(R, n) contributions whose mean over questions is the score (the NA recall's share
-        spread over the unanswerable questions): what 'fixed' and 'broken' compare."""
-        out = WEIGHTS["value"] * self.value + WEIGHTS["ref"] * self.ref
-        if self.variant == "wattbot":
-            return out + WEIGHTS["na"] * self.na
-        n_blank = int(self.blank.sum())
-        if n_blank == 0:
-            return out + WEIGHTS["na"]
-        return out + WEIGHTS["na"] * self.na * self.blank * (self.n / n_blank)
+        """(R, n) contributions whose mean over questions is the score (a masked component's
+        share spread over the questions it covers, its empty value over all when it covers
+        none): what 'fixed' and 'broken' compare."""
+        out: np.ndarray | None = None
+        for c in self.components:
+            if c.weight == 0:
+                continue
+            if c.over is None:
+                term = c.weight * c.values
+            elif c.over.ndim == 1:
+                size = float(c.over.sum())
+                term = c.weight * c.empty if size == 0 else c.weight * c.values * c.over * (self.n / size)
+            else:
+                size = c.over.sum(axis=1, keepdims=True)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    term = np.where(size > 0, c.weight * c.values * c.over * (self.n / np.where(size > 0, size, 1.0)),
+                                    c.weight * c.empty)
+            out = term if out is None else out + term
+        if out is None:
+            return np.zeros((len(self.names), self.n))
+        return np.broadcast_to(out, (len(self.names), self.n)).astype(np.float64, copy=False)
 
     def seed_sd(self) -> list[float | None]:
         """Sample standard deviation of each configuration's per-seed scores (None with one)."""
@@ -104,19 +203,37 @@ def resample_counts(n: int, n_resamples: int, seed: int = SEED):
         done += b
 
 
-def resample_scores(m: ScoreMatrix, counts: np.ndarray) -> np.ndarray:
-    """(B, R) metric of every configuration on each resample of ``counts`` (B, n)."""
+def resample_components(m: ScoreMatrix, counts: np.ndarray, scored_only: bool = True) -> list[np.ndarray | None]:
+    """(B, R) value of each component (in ``m.components`` order; None for weight-0 ones when
+    ``scored_only``) on each resample of ``counts`` (B, n): sum(counts·values·over) /
+    sum(counts·over), the component's empty value where that sum is 0."""
     n = np.maximum(counts.sum(axis=1, keepdims=True), 1.0)  # no questions: every score 0
-    value = counts @ m.value.T / n
-    ref = counts @ m.ref.T / n
-    if m.variant == "wattbot":
-        na = counts @ m.na.T / n
-    else:
-        n_blank = counts @ m.blank.astype(np.float64)
-        hits = counts @ (m.na * m.blank).T
-        with np.errstate(invalid="ignore", divide="ignore"):
-            na = np.where(n_blank[:, None] > 0, hits / np.maximum(n_blank, 1.0)[:, None], 1.0)
-    return WEIGHTS["value"] * value + WEIGHTS["ref"] * ref + WEIGHTS["na"] * na
+    out: list[np.ndarray | None] = []
+    for c in m.components:
+        if scored_only and c.weight == 0:
+            out.append(None)
+        elif c.over is None:
+            out.append(counts @ c.values.T / n)
+        else:
+            size = counts @ c.over.T
+            if size.ndim == 1:
+                size = size[:, None]
+            hits = counts @ c.hits.T
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out.append(np.where(size > 0, hits / np.where(size > 0, size, 1.0), c.empty))
+    return out
+
+
+def resample_scores(m: ScoreMatrix, counts: np.ndarray) -> np.ndarray:
+    """(B, R) metric of every configuration on each resample of ``counts`` (B, n): the weighted
+    sum of its components (weight-0 components are not computed)."""
+    total: np.ndarray | None = None
+    for c, x in zip(m.components, resample_components(m, counts)):
+        if x is None:
+            continue
+        term = c.weight * x
+        total = term if total is None else total + term
+    return np.zeros((counts.shape[0], len(m.names))) if total is None else total
 
 
 def bootstrap(m: ScoreMatrix, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> np.ndarray:
@@ -155,6 +272,7 @@ class Interval:
     hi: float
     seed_sd: float | None
     n_seeds: int
+    components: dict[str, float] = field(default_factory=dict)  # each component on all questions
 
 
 @dataclass
@@ -227,10 +345,12 @@ def compare(
     point = m.scores()
     per_q = m.per_question()
     sds = m.seed_sd()
+    parts = m.component_scores()
     intervals = []
     for j, name in enumerate(m.names):
         lo, hi = _percentiles(boot[:, j], level) if m.n else (float("nan"), float("nan"))
-        intervals.append(Interval(name, float(point[j]), lo, hi, sds[j], len(m.seed_scores[j])))
+        intervals.append(Interval(name, float(point[j]), lo, hi, sds[j], len(m.seed_scores[j]),
+                                  {k: float(v[j]) for k, v in parts.items()}))
     raw = []
     for a, b in pairs:
         d = boot[:, b] - boot[:, a]

@@ -1,0 +1,207 @@
+"""What a run's score is made of, as the reports read it: a task's metric components.
+
+The score stage writes the metric into ``scores.json`` (key ``metric``)::
+
+    {"name": "<task>", "components": [
+        {"name": "value", "column": "value_ok", "weight": 0.75, "over": null, "empty": null}, ...]}
+
+A component's value on a set of questions is the mean of ``column`` (bool or float, in the
+per-question table ``scores.parquet``) over the rows where the boolean column ``over`` is true
+(every row when ``over`` is null); when ``over`` selects no row the component is ``empty``
+(null: 0.0). The score is the sum of weight x component; weight-0 components are reported beside
+the score, not in it. A ``scores.json`` without ``metric`` (runs scored before tasks existed) is
+WattBot's: 0.75 value + 0.15 ref + 0.10 NA, NA over every question (``wattbot``) or the recall
+over the unanswerable ones, 1.0 when none (``wattbot-recall``), by its ``variant`` key.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kohaku.metrics import VARIANTS, WEIGHTS, MetricError
+
+log = logging.getLogger(__name__)
+
+WATTBOT = "wattbot"
+
+
+@dataclass(frozen=True)
+class Component:
+    """One named part of a task's score (see the module doc)."""
+
+    name: str
+    column: str
+    weight: float
+    over: str | None = None
+    empty: float | None = None
+
+    @property
+    def empty_value(self) -> float:
+        """The component's value on a question set where ``over`` selects no row."""
+        return 0.0 if self.empty is None else float(self.empty)
+
+    @property
+    def label(self) -> str:
+        """``name (weight)``, as plots and tables show it."""
+        return f"{self.name} ({self.weight:.2f})"
+
+    def key(self) -> tuple[str, str, float, str | None, float | None]:
+        """What makes two components the same measure (``empty`` only matters with ``over``)."""
+        return (self.name, self.column, float(self.weight), self.over,
+                None if self.over is None else self.empty_value)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "column": self.column, "weight": self.weight, "over": self.over,
+                "empty": self.empty}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A task's score: its name and components (``variant``: WattBot's variant, where known)."""
+
+    name: str
+    components: tuple[Component, ...]
+    variant: str | None = None
+
+    def key(self) -> tuple:
+        return tuple(c.key() for c in self.components)
+
+    def same_as(self, other: Metric) -> bool:
+        """Whether scores under the two metrics measure the same thing (same components)."""
+        return self.key() == other.key()
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.components]
+
+    @property
+    def columns(self) -> list[str]:
+        """The per-question columns the metric reads: components' columns, then ``over`` columns."""
+        out = [c.column for c in self.components]
+        out += [c.over for c in self.components if c.over and c.over not in out]
+        return list(dict.fromkeys(out))
+
+    @property
+    def value_columns(self) -> list[str]:
+        return list(dict.fromkeys(c.column for c in self.components))
+
+    @property
+    def is_wattbot(self) -> bool:
+        return any(self.same_as(wattbot_metric(v)) for v in VARIANTS)
+
+    def describe(self) -> str:
+        """``wattbot: 0.75 value + 0.15 ref + 0.10 na``, with where a component is taken over
+        some questions only and the weight-0 components listed beside."""
+        def part(c: Component) -> str:
+            s = f"{c.weight:.2f} {c.name}"
+            if c.over:
+                s += f" (over {c.over}, {c.empty_value:g} when none)"
+            return s
+
+        scored = [part(c) for c in self.components if c.weight != 0]
+        beside = [c.name + (f" (over {c.over})" if c.over else "") for c in self.components if c.weight == 0]
+        name = self.name + (f" {self.variant}" if self.variant and self.variant != self.name else "")
+        text = f"{name}: {' + '.join(scored) or '0'}"
+        return text + (f"; beside: {', '.join(beside)}" if beside else "")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "components": [c.as_json() for c in self.components]}
+
+    def dumps(self) -> str:
+        """Compact JSON (the runs table's ``metric`` column)."""
+        return json.dumps({**self.as_json(), **({"variant": self.variant} if self.variant else {})},
+                          separators=(",", ":"))
+
+
+def wattbot_metric(variant: str | None = None) -> Metric:
+    """WattBot's metric for ``variant`` (wattbot: NA over every question; wattbot-recall: NA
+    the recall over unanswerable questions, 1.0 when there is none)."""
+    variant = variant or WATTBOT
+    if variant not in VARIANTS:
+        raise MetricError(f"unknown metric variant '{variant}'; use one of {', '.join(VARIANTS)}")
+    recall = variant == "wattbot-recall"
+    return Metric(WATTBOT, (
+        Component("value", "value_ok", WEIGHTS["value"]),
+        Component("ref", "ref_score", WEIGHTS["ref"]),
+        Component("na", "na_ok", WEIGHTS["na"], "truth_blank" if recall else None, 1.0 if recall else None),
+    ), variant)
+
+
+def _float(x: Any, where: str) -> float | None:
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(float(x)):
+        raise MetricError(f"{where}: {x!r} is not a number")
+    return float(x)
+
+
+def metric_from_json(data: Any, variant: str | None = None, where: str = "scores.json") -> Metric:
+    """The metric of a ``scores.json`` ``metric`` entry; WattBot's (by ``variant``) when it is
+    absent. Raises MetricError naming ``where`` for a malformed entry."""
+    if data is None:
+        return wattbot_metric(variant)
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise MetricError(f"{where}: metric is not JSON ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("components"), list) or not data["components"]:
+        raise MetricError(f"{where}: 'metric' must be {{\"name\": ..., \"components\": [...]}} with at "
+                          "least one component")
+    comps = []
+    for i, c in enumerate(data["components"]):
+        at = f"{where}: metric.components[{i}]"
+        if not isinstance(c, dict) or not c.get("name") or not c.get("column"):
+            raise MetricError(f"{at} needs a name and a column")
+        weight = _float(c.get("weight", 1.0), f"{at}.weight")
+        comps.append(Component(str(c["name"]), str(c["column"]), 1.0 if weight is None else weight,
+                               str(c["over"]) if c.get("over") else None, _float(c.get("empty"), f"{at}.empty")))
+    names = [c.name for c in comps]
+    if len(set(names)) != len(names):
+        raise MetricError(f"{where}: metric component names repeat: {names}")
+    return Metric(str(data.get("name") or "task"), tuple(comps), data.get("variant") or variant)
+
+
+def read_scores_json(path: str | Path | None) -> dict[str, Any]:
+    """A ``scores.json`` as a dict ({} when absent or unreadable, with a warning for the latter)."""
+    if path is None:
+        return {}
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        log.warning("%s: cannot read (%s); its metric is taken as WattBot's", path, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def scores_json_of(table: str | Path) -> Path:
+    """The ``scores.json`` beside a per-question table (both in the run dir or the artifact)."""
+    return Path(table).with_name("scores.json")
+
+
+def metric_of(scores: dict[str, Any], variant: str | None = None, where: str = "scores.json") -> Metric:
+    """The metric of a parsed ``scores.json`` (its ``metric``, else WattBot's by its ``variant``,
+    else by ``variant``)."""
+    return metric_from_json(scores.get("metric"), scores.get("variant") or variant, where)
+
+
+def class_order(scores: dict[str, Any]) -> list[str]:
+    """The error classes a ``scores.json`` lists (``errors.counts`` keys, in its order)."""
+    counts = (scores.get("errors") or {}).get("counts") if isinstance(scores.get("errors"), dict) else None
+    return [str(k) for k in counts] if isinstance(counts, dict) else []
+
+
+def describe_metrics(metrics: list[Metric]) -> str:
+    """The distinct metrics of a list, for a warning."""
+    seen: dict[tuple, Metric] = {}
+    for m in metrics:
+        seen.setdefault(m.key(), m)
+    return "; ".join(m.describe() for m in seen.values())
