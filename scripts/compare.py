@@ -1,21 +1,26 @@
 """Compare runs question by question: is the difference real, and what changed?
 
 Usage:
-  python scripts/compare.py --solutions SOL.csv A B [C ...] [--all-pairs] [--variant V]
-                            [--subset] [--resamples N] [--seed S] [--flips N] [--json OUT]
+  python scripts/compare.py [--solutions SOL] [--task NAME|YAML] A B [C ...] [--all-pairs]
+                            [--variant V] [--subset] [--resamples N] [--seed S] [--flips N]
+                            [--json OUT]
 
 A, B, ... are run dirs (anything with a submission.csv: a single run or a sweep point),
 submission CSVs, or ``NAME=PATH,PATH,...`` for one configuration run with several seeds (its
 questions' components are averaged over the seeds before resampling; the seeds' own spread is
-shown beside). Every source is scored against SOL (missing questions count as wrong; --subset
-keeps only the questions every source answered).
+shown beside). With --solutions every source is scored against SOL (missing questions count as
+wrong; --subset keeps only the questions every source answered): with WattBot's metric
+(--variant), or with --task's own scorer for any other competition. Without --solutions the
+sources are run dirs and their own per-question tables (scores.parquet) are compared, under the
+metric their scores.json names; runs scored with different metrics are not compared.
 
 Prints, for each pair (B against the first source A, or every pair with --all-pairs): the score
 difference B - A, a paired bootstrap 95 % interval over questions (10,000 resamples, fixed seed),
 the two-sided p-value, Holm-adjusted p-values over the pairs, the smallest difference this
 question set detects at 80 % power (mde80), the questions fixed and broken, a '*' where the
-interval excludes zero; then each source's score interval, its error classes
-(kohaku/diagnosis.py) and the flipped questions with the question, the truth and both answers.
+interval excludes zero; then each source's score interval, its metric components, its error
+classes (kohaku/diagnosis.py for WattBot, the task's classes otherwise) and the flipped questions
+with the question, the truth and both answers.
 
 The interval and p-value cover which questions were asked (resampling questions), not the
 model's sampling noise: that is the seed spread, shown separately.
@@ -33,11 +38,41 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.metrics import VARIANTS, MetricError  # noqa: E402
-from kohaku.report.compare import (Config, error_counts, error_table_lines, flip_lines, flips,  # noqa: E402
-                                   interval_lines, pair_lines, parse_source, score_matrix, score_source)
+from kohaku.errors import KohakuError  # noqa: E402
+from kohaku.metrics import VARIANTS  # noqa: E402
+from kohaku.report.compare import (CompareError, Config, Scored, class_names, component_lines,  # noqa: E402
+                                   error_counts, error_table_lines, flip_lines, flips, interval_lines,
+                                   pair_lines, parse_source, read_run, run_metric, score_matrix,
+                                   score_source, score_with_task)
+from kohaku.report.metric import wattbot_metric  # noqa: E402
 from kohaku.report.paired import N_RESAMPLES, SEED, compare  # noqa: E402
 from kohaku.submission import read_csv_str  # noqa: E402
+
+
+def scorer(args: argparse.Namespace):
+    """source path -> Scored, as the options ask (see the module doc)."""
+    if args.task:
+        if args.solutions is None:
+            raise CompareError("--task scores submissions: give --solutions too (or leave out --task to "
+                               "compare run dirs' own score tables)")
+        from kohaku.tasks import load_task
+
+        task = load_task(args.task)
+        return lambda path: score_with_task(task, args.solutions, path, args.variant)
+    if args.solutions is None:
+        return lambda path: read_run(path, args.variant)
+    solutions = read_csv_str(args.solutions)
+    metric = wattbot_metric(args.variant)
+
+    def wattbot(path: str) -> Scored:
+        named = run_metric(path)
+        if named is not None and not named.is_wattbot:
+            raise CompareError(f"{path}: scored with task '{named.name}' ({named.describe()}); pass "
+                               f"--task {named.name} to rescore its submission, or leave out --solutions "
+                               "to compare the runs' own score tables")
+        return Scored(score_source(solutions, path, args.variant or "wattbot", str(args.solutions)), metric)
+
+    return wattbot
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,8 +81,13 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     parser.add_argument("sources", nargs="+", metavar="SOURCE",
                         help="run dir, sweep point, submission CSV, or NAME=PATH,PATH (seeds)")
-    parser.add_argument("--solutions", required=True, type=Path, help="solutions CSV")
-    parser.add_argument("--variant", choices=VARIANTS, default="wattbot")
+    parser.add_argument("--solutions", type=Path,
+                        help="solutions file to score every source against (default: compare run dirs' "
+                             "own scores.parquet)")
+    parser.add_argument("--task", help="the task (name or YAML) whose scorer scores the sources "
+                                       "(default: WattBot's metric)")
+    parser.add_argument("--variant", choices=VARIANTS, default=None,
+                        help="WattBot's metric variant (default wattbot; runs' own: their scores.json's)")
     parser.add_argument("--all-pairs", action="store_true", help="compare every pair, not only against the first")
     parser.add_argument("--subset", action="store_true", help="only questions every source answered")
     parser.add_argument("--resamples", type=int, default=N_RESAMPLES, help="bootstrap resamples (default 10000)")
@@ -64,34 +104,43 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     try:
-        solutions = read_csv_str(args.solutions)
+        score = scorer(args)
         configs = []
         for arg in args.sources:
             name, paths = parse_source(arg)
-            tables = [score_source(solutions, p, args.variant, str(args.solutions)) for p in paths]
-            configs.append(Config(name, tables, paths))
+            scored = [score(p) for p in paths]
+            classes = list(dict.fromkeys(k for s in scored for k in s.classes))
+            configs.append(Config(name, [s.table for s in scored], paths, scored[0].metric, classes))
+            for s, p in zip(scored[1:], paths[1:]):
+                if not s.metric.same_as(scored[0].metric):
+                    raise CompareError(f"{name}: {paths[0]} and {p} were scored with different metrics "
+                                       f"({scored[0].metric.describe()}; {s.metric.describe()}); no comparison")
         names = [c.name for c in configs]
         if len(set(names)) != len(names):
             print(f"error: two sources share a name ({', '.join(names)}); name them with NAME=PATH",
                   file=sys.stderr)
             return 2
         m = score_matrix(configs, args.variant, subset=args.subset)
-    except (MetricError, FileNotFoundError) as exc:
+    except (KohakuError, FileNotFoundError) as exc:  # MetricError, a task that cannot be loaded
         print(f"error: {exc}", file=sys.stderr)
         return 2
     pairs = list(combinations(range(len(configs)), 2)) if args.all_pairs else [(0, j) for j in range(1, len(configs))]
     result = compare(m, pairs, n_resamples=args.resamples, seed=args.seed)
-    counts = [error_counts(c, m.qids) for c in configs]
+    classes = class_names(configs)
+    counts = [error_counts(c, m.qids, classes) for c in configs]
     all_flips = {f"{configs[a].name} vs {configs[b].name}": flips(configs, m, a, b) for a, b in pairs}
     seconds = time.perf_counter() - started
 
-    lines = [f"{m.n} questions ({int(m.blank.sum())} unanswerable), metric {args.variant}, "
+    unanswerable = f" ({int(m.blank.sum())} unanswerable)" if m.metric.is_wattbot else ""
+    lines = [f"{m.n} questions{unanswerable}, metric {m.metric.describe()}, "
              f"{args.resamples} paired resamples (seed {args.seed}); delta = B - A", ""]
     lines += pair_lines(result)
     lines += ["", "* the 95 % interval excludes zero; p_holm: Holm-adjusted over the pairs above.", ""]
     lines += interval_lines(result)
+    lines += ["", "components (on all questions; weight in brackets, weight 0: beside the score):"]
+    lines += component_lines(result, m.metric)
     lines += ["", "error classes (counts; mean over seeds):"]
-    lines += error_table_lines(names, counts)
+    lines += error_table_lines(names, counts) if any(counts) else ["  (the score tables have no error classes)"]
     for (label, rows), pair in zip(all_flips.items(), result.pairs):
         lines += ["", f"flipped questions, {label}: {pair.fixed} fixed, {pair.broken} broken"]
         lines += flip_lines(rows, args.flips)
@@ -99,11 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     if args.json:
         out = {
-            "solutions": str(args.solutions), "variant": args.variant, "n_resamples": args.resamples,
-            "seed": args.seed, "n": m.n,
+            "solutions": None if args.solutions is None else str(args.solutions),
+            "task": args.task, "variant": m.metric.variant, "metric": m.metric.as_json(),
+            "n_resamples": args.resamples, "seed": args.seed, "n": m.n,
             "pairs": [p.as_json() for p in result.pairs],
             "intervals": [{"name": it.name, "score": it.score, "ci": [it.lo, it.hi], "seed_sd": it.seed_sd,
-                           "n_seeds": it.n_seeds} for it in result.intervals],
+                           "n_seeds": it.n_seeds, "components": it.components} for it in result.intervals],
             "errors": dict(zip(names, counts)),
             "flips": all_flips,
         }

@@ -8,7 +8,9 @@ Scans OUTPUTS_DIR (default: outputs) recursively for run.json files (one per Hyd
 multirun job) and writes leaderboard.csv/.md, ablation.csv/.md (mean ± std over seeds for the
 swept keys; every point against the baseline point with a paired bootstrap 95 % interval over
 questions, p, Holm p and its error classes), comparison.csv and PNG plots (interval bars) into
---out (default: OUTPUTS_DIR). Prints the best runs with their difference to the baseline.
+--out (default: OUTPUTS_DIR). Prints the best runs with their difference to the baseline and the
+task's score components (WattBot: value, ref, na; each run's scores.json names its metric; runs
+scored with different metrics are listed but not compared).
 
 The baseline is the first point (lowest point number) unless --baseline names one by its
 overrides, e.g. --baseline retrieve.top_k=4,infer.prompt_order=context_first. Runs need their
@@ -28,6 +30,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kohaku.report.reports import ReportConfig, make_reports  # noqa: E402
+from kohaku.report.runs import component_columns  # noqa: E402
 from kohaku.report.significance import RUN_COLUMNS  # noqa: E402
 
 
@@ -60,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         base = ", ".join(f"{k}={v}" for k, v in cmp.baseline.items()) or "the only point"
         print(f"baseline: {base}; delta [delta_lo, delta_hi]: paired bootstrap 95 % interval over "
               f"{cmp.n} questions; sig '*': the interval excludes zero")
-    show = [c for c in ["run_id", "status", *reports.keys, "score", *extra, "value", "ref", "na", "seconds"]
+    components = [c for c, _ in component_columns(board)]
+    show = [c for c in ["run_id", "status", *reports.keys, "score", *extra, *components, "seconds"]
             if c in board.columns]
     with pl.Config(tbl_rows=args.top, tbl_cols=len(show), tbl_width_chars=220, fmt_str_lengths=40,
                    float_precision=4):

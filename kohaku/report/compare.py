@@ -1,9 +1,12 @@
 """Paired comparisons of runs: per-question score tables in, intervals, tests and flips out.
 
 A *configuration* is one or more scored runs of the same settings (several seeds); each run is a
-per-question score table (:func:`kohaku.metrics.score_frames`, classified by
-:func:`kohaku.diagnosis.classify`). :func:`score_matrix` aligns configurations on the solutions'
-questions and averages each question's components over a configuration's seeds;
+per-question score table (a run dir's ``scores.parquet``; a submission scored by
+:func:`kohaku.metrics.score_frames` for WattBot or the task's scorer, :func:`score_with_task`)
+read through its metric (:mod:`kohaku.report.metric`: the components, from the run's
+``scores.json``). :func:`score_matrix` aligns configurations on the solutions' questions and
+averages each question's components over a configuration's seeds (it refuses configurations
+scored with different metrics);
 :func:`kohaku.report.paired.compare` does the statistics; :func:`flips` lists the questions
 that changed, with both answers. ``scripts/compare.py`` and the sweep reports
 (:mod:`kohaku.report.significance`) are built on these.
@@ -12,21 +15,25 @@ that changed, with both answers. ``scripts/compare.py`` and the sweep reports
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from kohaku.diagnosis import class_counts, classify
+from kohaku.diagnosis import CLASSES as WATTBOT_CLASSES
+from kohaku.diagnosis import classify
 from kohaku.metrics import MetricError, score_frames
-from kohaku.report.paired import Comparison, ScoreMatrix
+from kohaku.report.metric import (Metric, class_order, describe_metrics, metric_of, read_scores_json,
+                                  wattbot_metric)
+from kohaku.report.paired import Comparison, ComponentMatrix, ScoreMatrix
 from kohaku.submission import read_csv_str
 
 log = logging.getLogger(__name__)
 
-REQUIRED = ("qid", "value_ok", "ref_score", "na_ok", "truth_blank")
+REQUIRED = ("qid", "value_ok", "ref_score", "na_ok", "truth_blank")  # WattBot's table
 
 
 class CompareError(MetricError):
@@ -35,11 +42,24 @@ class CompareError(MetricError):
 
 @dataclass
 class Config:
-    """One configuration: its name and the per-question tables of its runs (seeds)."""
+    """One configuration: its name, the per-question tables of its runs (seeds), the metric
+    they were scored with (None: WattBot's, by the variant :func:`score_matrix` is given) and the
+    error classes their scores.json lists (their order in the tables; [] when unknown)."""
 
     name: str
     tables: list[pl.DataFrame]
     sources: list[str]
+    metric: Metric | None = None
+    classes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Scored:
+    """One scored run: its per-question table, its metric and its error classes' order."""
+
+    table: pl.DataFrame
+    metric: Metric
+    classes: list[str] = field(default_factory=list)
 
 
 def submission_of(source: str | Path) -> Path:
@@ -60,11 +80,57 @@ def submission_of(source: str | Path) -> Path:
 
 
 def score_source(solutions: pl.DataFrame, source: str | Path, variant: str, solutions_name: str = "solutions") -> pl.DataFrame:
-    """The classified per-question table of one source scored against ``solutions`` (missing
-    questions count as wrong; the subset is chosen later, over all sources)."""
+    """The classified per-question table of one source scored against ``solutions`` with
+    WattBot's metric (missing questions count as wrong; the subset is chosen later, over all
+    sources)."""
     sub = submission_of(source)
     result = score_frames(solutions, read_csv_str(sub), variant, names=(solutions_name, str(sub)))
     return classify(result.table)
+
+
+def read_run(source: str | Path, variant: str | None = None) -> Scored:
+    """A run dir's own per-question table (``scores.parquet``, written by the score stage) and
+    its metric (``scores.json``'s ``metric``; WattBot's by its ``variant``, else ``variant``,
+    for runs scored before tasks)."""
+    path = Path(source)
+    if path.is_file():
+        raise CompareError(f"{path}: a submission CSV is scored against --solutions (with --task for a "
+                           "task other than WattBot); without --solutions pass run dirs")
+    table_path = path / "scores.parquet"
+    if not table_path.is_file():
+        submission_of(path)  # a sweep dir or no run: its own message
+        raise CompareError(f"{path}: no scores.parquet in this run dir (scored without solutions?); pass "
+                           "--solutions to score its submission.csv")
+    scores = read_scores_json(path / "scores.json")
+    metric = metric_of(scores, variant, str(path / "scores.json"))
+    table = pl.read_parquet(table_path)
+    if "error_class" not in table.columns and metric.is_wattbot:
+        table = classify(table)
+    return Scored(table, metric, class_order(scores))
+
+
+def run_metric(source: str | Path) -> Metric | None:
+    """The metric a run dir's scores.json names (None: a file, or no metric key)."""
+    path = Path(source)
+    if not path.is_dir():
+        return None
+    scores = read_scores_json(path / "scores.json")
+    return metric_of(scores, where=str(path / "scores.json")) if scores.get("metric") else None
+
+
+def score_with_task(task: Any, solutions: str | Path, source: str | Path, variant: str | None = None) -> Scored:
+    """One source's submission scored with a task's own scorer
+    (:func:`kohaku.tasks.scoring.score_submission`; its summary names the metric)."""
+    from kohaku.tasks.scoring import score_submission
+
+    sub = submission_of(source)
+    result = score_submission(task, solutions, sub, variant=variant or "wattbot", subset=False)
+    summary = result.summary()
+    metric = metric_of(summary, variant, f"{sub} (scored with task {getattr(task, 'name', task)})")
+    table = result.table
+    if "error_class" not in table.columns and metric.is_wattbot:
+        table = classify(table)
+    return Scored(table, metric, class_order(summary))
 
 
 def parse_source(arg: str) -> tuple[str, list[str]]:
@@ -78,32 +144,59 @@ def parse_source(arg: str) -> tuple[str, list[str]]:
     return arg, [arg]
 
 
-def _collapse(table: pl.DataFrame, where: str) -> pl.DataFrame:
+def _collapse(table: pl.DataFrame, where: str, metric: Metric) -> pl.DataFrame:
     """One row per question: duplicate submission rows are averaged (with a warning)."""
-    missing = [c for c in REQUIRED if c not in table.columns]
+    needed = ["qid", *metric.columns]
+    missing = [c for c in needed if c not in table.columns]
     if missing:
-        raise CompareError(f"{where}: per-question table lacks column(s) {missing}; rescore it with "
-                           "the score stage or scripts/score.py")
+        raise CompareError(f"{where}: per-question table lacks column(s) {missing} (metric "
+                           f"{metric.describe()}); rescore it with the score stage or scripts/score.py")
     if table["qid"].n_unique() == table.height:
         return table
     log.warning("%s: %d duplicate question row(s) averaged", where, table.height - table["qid"].n_unique())
+    means = metric.value_columns
+    firsts = [c for c in metric.columns if c not in means]
     return table.group_by("qid", maintain_order=True).agg(
-        pl.col("value_ok").cast(pl.Float64).mean(), pl.col("ref_score").mean(),
-        pl.col("na_ok").cast(pl.Float64).mean(), pl.col("truth_blank").first(),
-        pl.all().exclude("value_ok", "ref_score", "na_ok", "truth_blank").first(),
+        *[pl.col(c).cast(pl.Float64).mean() for c in means], *[pl.col(c).first() for c in firsts],
+        pl.all().exclude(*means, *firsts).first(),
     )
 
 
-def score_matrix(configs: list[Config], variant: str, subset: bool = False) -> ScoreMatrix:
+def common_metric(configs: list[Config], metric: str | Metric | None = None) -> Metric:
+    """The metric every configuration was scored with (a configuration without one: ``metric``,
+    a Metric or WattBot's variant name); CompareError when they differ."""
+    default = metric if isinstance(metric, Metric) else None
+    metrics = [c.metric or default or wattbot_metric(metric if isinstance(metric, str) else None)
+               for c in configs]
+    if any(not m.same_as(metrics[0]) for m in metrics[1:]):
+        named = ", ".join(f"{c.name}: {m.describe()}" for c, m in zip(configs, metrics))
+        raise CompareError(f"the runs were scored with different metrics ({describe_metrics(metrics)}); "
+                           f"no paired comparison ({named}); rescore them with the same task and variant")
+    return metrics[0]
+
+
+def _mask_stack(masks: list[np.ndarray]) -> np.ndarray:
+    """One (n,) mask when every row's is the same, else the (rows, n) stack."""
+    if all(np.array_equal(m, masks[0]) for m in masks[1:]):
+        return masks[0]
+    return np.vstack(masks)
+
+
+def score_matrix(configs: list[Config], variant: str | Metric | None = None, subset: bool = False) -> ScoreMatrix:
     """Align configurations on the questions of their first table (the solutions' order).
 
     subset=False: every question counts, a missing one as wrong. subset=True: only the
     questions every run answered (not ``missing``). Each question's components are averaged
-    over a configuration's runs; ``seed_scores`` holds each run's own score on those questions.
+    over a configuration's runs (a masked component: its masked values, and the mask itself where
+    the runs' masks differ); ``seed_scores`` holds each run's own score on those questions.
+    ``variant``: the metric of configurations that name none (WattBot's variant name or a Metric;
+    default WattBot's ``wattbot``). Raises CompareError for configurations whose metrics differ.
     """
     if not configs or not all(c.tables for c in configs):
         raise CompareError("nothing to compare: every configuration needs at least one scored run")
-    collapsed = [[_collapse(t, f"{c.name} ({s})") for t, s in zip(c.tables, c.sources)] for c in configs]
+    metric = common_metric(configs, variant)
+    collapsed = [[_collapse(t, f"{c.name} ({s})", metric) for t, s in zip(c.tables, c.sources)]
+                 for c in configs]
     qids = collapsed[0][0]["qid"].to_list()
     for c, tables in zip(configs, collapsed):
         for t, s in zip(tables, c.sources):
@@ -124,24 +217,55 @@ def score_matrix(configs: list[Config], variant: str, subset: bool = False) -> S
     def aligned(t: pl.DataFrame) -> pl.DataFrame:
         return frame.join(t, on="qid", how="left", maintain_order="left")
 
-    def arrays(t: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def arrays(t: pl.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         a = aligned(t)
-        return tuple(a[c].cast(pl.Float64).fill_null(0.0).to_numpy()  # type: ignore[return-value]
-                     for c in ("value_ok", "ref_score", "na_ok"))
+        values = {c: a[c].cast(pl.Float64).fill_null(0.0).to_numpy() for c in metric.value_columns}
+        masks = {c.over: a[c.over].cast(pl.Boolean).fill_null(False).to_numpy().astype(np.float64)
+                 for c in metric.components if c.over}
+        return values, masks
 
-    blank = aligned(collapsed[0][0])["truth_blank"].fill_null(False).to_numpy()
-    value, ref, na, seed_scores = [], [], [], []
-    for c, tables in zip(configs, collapsed):
-        per_run = [arrays(t) for t in tables]
-        value.append(np.mean([v for v, _, _ in per_run], axis=0))
-        ref.append(np.mean([r for _, r, _ in per_run], axis=0))
-        na.append(np.mean([x for _, _, x in per_run], axis=0))
-        runs = ScoreMatrix([f"{c.name}#{i}" for i in range(len(per_run))], qids,
-                           np.array([v for v, _, _ in per_run]), np.array([r for _, r, _ in per_run]),
-                           np.array([x for _, _, x in per_run]), blank, variant)
+    first = aligned(collapsed[0][0])
+    blank = (first["truth_blank"].cast(pl.Boolean).fill_null(False).to_numpy()
+             if "truth_blank" in first.columns else None)
+    per_config = [[arrays(t) for t in tables] for tables in collapsed]
+    parts: list[ComponentMatrix] = []
+    for comp in metric.components:
+        rows, masks = [], []
+        for per_run in per_config:
+            xs = [v[comp.column] for v, _ in per_run]
+            if comp.over is None:
+                rows.append(np.mean(xs, axis=0))
+                continue
+            ws = [w[comp.over] for _, w in per_run]
+            if all(np.array_equal(w, ws[0]) for w in ws[1:]):
+                rows.append(np.mean(xs, axis=0))
+                masks.append(ws[0])
+            else:  # the runs cover different questions: the masked mean over the runs
+                w = np.mean(ws, axis=0)
+                hits = np.mean([x * wi for x, wi in zip(xs, ws)], axis=0)
+                rows.append(np.where(w > 0, hits / np.where(w > 0, w, 1.0), 0.0))
+                masks.append(w)
+        parts.append(ComponentMatrix(comp.name, comp.weight, np.array(rows),
+                                     _mask_stack(masks) if comp.over else None,
+                                     comp.empty_value if comp.over else 0.0))
+    seed_scores = []
+    for c, per_run in zip(configs, per_config):
+        runs = ScoreMatrix(
+            [f"{c.name}#{i}" for i in range(len(per_run))], qids, blank=blank, metric=metric,
+            components=[ComponentMatrix(comp.name, comp.weight, np.array([v[comp.column] for v, _ in per_run]),
+                                        _mask_stack([w[comp.over] for _, w in per_run]) if comp.over else None,
+                                        comp.empty_value if comp.over else 0.0)
+                        for comp in metric.components])
         seed_scores.append([float(s) for s in runs.scores()])
-    return ScoreMatrix([c.name for c in configs], qids, np.array(value), np.array(ref), np.array(na),
-                       blank, variant, seed_scores)
+    return ScoreMatrix([c.name for c in configs], qids, blank=blank, seed_scores=seed_scores,
+                       components=parts, metric=metric)
+
+
+# The per-question table's columns flips show: WattBot's names, then the task tables' names.
+TRUTH = ("truth_value", "truth")
+TRUTH_REF = ("truth_ref", "truth_refs")
+PRED = ("pred_value", "pred")
+PRED_REF = ("pred_ref", "pred_refs")
 
 
 def flips(configs: list[Config], m: ScoreMatrix, a: int, b: int) -> list[dict[str, Any]]:
@@ -154,6 +278,10 @@ def flips(configs: list[Config], m: ScoreMatrix, a: int, b: int) -> list[dict[st
     rows_a = {r["qid"]: r for r in ta.iter_rows(named=True)}
     rows_b = {r["qid"]: r for r in tb.iter_rows(named=True)}
     out = []
+
+    def get(row: dict[str, Any], names: tuple[str, ...]) -> Any:
+        return next((row[k] for k in names if row.get(k) is not None), None)
+
     for i in np.flatnonzero(np.abs(diff) > 1e-9):
         qid = m.qids[i]
         ra, rb = rows_a.get(qid, {}), rows_b.get(qid, {})
@@ -162,30 +290,60 @@ def flips(configs: list[Config], m: ScoreMatrix, a: int, b: int) -> list[dict[st
             "change": "fixed" if diff[i] > 0 else "broken",
             "delta": float(diff[i]),
             "question": ra.get("question") or rb.get("question"),
-            "truth": ra.get("truth_value"),
-            "truth_ref": ra.get("truth_ref"),
-            "a_answer": None if ra.get("missing") else ra.get("pred_value"),
-            "a_ref": None if ra.get("missing") else ra.get("pred_ref"),
+            "truth": get(ra, TRUTH),
+            "truth_ref": get(ra, TRUTH_REF),
+            "a_answer": None if ra.get("missing") else get(ra, PRED),
+            "a_ref": None if ra.get("missing") else get(ra, PRED_REF),
             "a_class": ra.get("error_class"),
-            "b_answer": None if rb.get("missing") else rb.get("pred_value"),
-            "b_ref": None if rb.get("missing") else rb.get("pred_ref"),
+            "b_answer": None if rb.get("missing") else get(rb, PRED),
+            "b_ref": None if rb.get("missing") else get(rb, PRED_REF),
             "b_class": rb.get("error_class"),
         })
     out.sort(key=lambda r: (r["change"] != "fixed", -abs(r["delta"]), r["qid"]))
     return out
 
 
-def error_counts(config: Config, qids: list[str] | None = None) -> dict[str, float]:
-    """Error-class counts of a configuration (mean over its runs; on ``qids`` when given)."""
+def _classified(config: Config, t: pl.DataFrame) -> pl.DataFrame | None:
+    if "error_class" in t.columns:
+        return t
+    if (config.metric is None or config.metric.is_wattbot) and all(c in t.columns for c in REQUIRED):
+        return classify(t)
+    return None
+
+
+def class_names(configs: list[Config]) -> list[str]:
+    """The error classes to show for these configurations, in order: the classes their
+    scores.json lists (WattBot's kohaku.diagnosis classes for WattBot tables without one), then
+    any other class their tables hold, in order of appearance."""
+    order: list[str] = []
+    for c in configs:
+        listed = c.classes or (list(WATTBOT_CLASSES) if c.metric is None or c.metric.is_wattbot else [])
+        order.extend(k for k in listed if k not in order)
+    for c in configs:
+        for t in c.tables:
+            t = _classified(c, t)
+            if t is not None:
+                order.extend(k for k in t["error_class"].drop_nulls().unique(maintain_order=True).to_list()
+                             if k not in order)
+    return order
+
+
+def error_counts(config: Config, qids: list[str] | None = None, classes: list[str] | None = None) -> dict[str, float]:
+    """Error-class counts of a configuration (mean over its runs; on ``qids`` when given), for
+    ``classes`` (default :func:`class_names` of the configuration; 0 for a class no question is
+    in); {} when its tables have no error classes."""
     per_run = []
     for t in config.tables:
-        if "error_class" not in t.columns:
-            t = classify(t)
+        t = _classified(config, t)
+        if t is None:
+            continue
         if qids is not None:
             t = t.filter(pl.col("qid").is_in(qids))
-        per_run.append(class_counts(t["error_class"].to_list()))
-    keys = list(per_run[0])
-    mean = {k: sum(c[k] for c in per_run) / len(per_run) for k in keys}
+        per_run.append(Counter(t["error_class"].drop_nulls().to_list()))
+    if not per_run:
+        return {}
+    keys = class_names([config]) if classes is None else classes
+    mean = {k: sum(c.get(k, 0) for c in per_run) / len(per_run) for k in keys}
     return {k: (int(v) if float(v).is_integer() else round(v, 2)) for k, v in mean.items()}
 
 
@@ -226,8 +384,21 @@ def error_table_lines(names: list[str], counts: list[dict[str, float]]) -> list[
     """Error classes (rows) per configuration (columns)."""
     width = max(10, min(18, max(len(n) for n in names) + 2))
     lines = [f"{'class':<21}" + "".join(f"{n[:width - 1]:>{width}}" for n in names)]
-    for cls in counts[0]:
-        lines.append(f"{cls:<21}" + "".join(f"{c[cls]:>{width}}" for c in counts))
+    classes = list(dict.fromkeys(k for c in counts for k in c))
+    for cls in classes:
+        lines.append(f"{cls:<21}" + "".join(f"{c.get(cls, '-'):>{width}}" for c in counts))
+    return lines
+
+
+def component_lines(comparison: Comparison, metric: Metric) -> list[str]:
+    """Each configuration's metric components on all questions (weight-0 ones included: they
+    are reported beside the score, not in it)."""
+    names = [c.name for c in metric.components]
+    labels = [c.label for c in metric.components]
+    width = max(10, min(22, max(len(x) for x in labels) + 2))
+    lines = [f"{'run':<30}" + "".join(f"{x[:width - 1]:>{width}}" for x in labels)]
+    for it in comparison.intervals:
+        lines.append(f"{it.name[:29]:<30}" + "".join(f"{_f(it.components.get(n)):>{width}}" for n in names))
     return lines
 
 

@@ -11,10 +11,21 @@ import polars as pl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from kohaku.report.runs import component_columns, run_metrics
 from kohaku.report.significance import group_interval
 from kohaku.report.tables import _sorted_values
 
-COMPONENTS = (("score", "overall"), ("value", "value (0.75)"), ("ref", "ref (0.15)"), ("na", "NA (0.10)"))
+
+def components(runs: pl.DataFrame) -> list[tuple[str, str]]:
+    """(column, label) of the bars per run: the score, then each of the task's components as
+    ``name (weight)`` (WattBot: value (0.75), ref (0.15), na (0.10))."""
+    return [("score", "overall"), *component_columns(runs)]
+
+
+def metric_name(runs: pl.DataFrame) -> str:
+    """The runs' task for titles: ``WattBot`` for WattBot's metric, else the metrics' names."""
+    names = list(dict.fromkeys("WattBot" if m.is_wattbot else m.name for m in run_metrics(runs)))
+    return " / ".join(names) or "WattBot"
 
 
 def _safe(name: str) -> str:
@@ -37,8 +48,8 @@ def _ok(runs: pl.DataFrame) -> pl.DataFrame:
     return runs.filter((pl.col("status") == "ok") & pl.col("score").is_not_null())
 
 
-INTERVAL_LABEL = "WattBot score (bars: 95 % bootstrap interval over questions)"
-STD_LABEL = "WattBot score (mean ± std over seeds)"
+INTERVAL_LABEL = "{} score (bars: 95 % bootstrap interval over questions)"
+STD_LABEL = "{} score (mean ± std over seeds)"
 
 
 def _cell_stats(df: pl.DataFrame, key: str) -> tuple[dict[Any, tuple[float, float, float]], bool]:
@@ -86,7 +97,7 @@ def score_vs_key(runs: pl.DataFrame, key: str, line_key: str | None, path: Path)
         label = f"{line_key}={value}" if line_key else "score"
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label)
     ax.set_xlabel(key)
-    ax.set_ylabel(INTERVAL_LABEL if all_intervals else STD_LABEL)
+    ax.set_ylabel((INTERVAL_LABEL if all_intervals else STD_LABEL).format(metric_name(ok)))
     ax.set_title(f"Score vs {key}" + (f" by {line_key}" if line_key else ""))
     values = sorted(v for v in ok[key].unique().to_list() if v is not None)
     if len(values) <= 12:
@@ -118,7 +129,7 @@ def score_by_key(runs: pl.DataFrame, key: str, bar_key: str | None, path: Path) 
     ax.set_xticks(range(len(cats)))
     ax.set_xticklabels([str(c) for c in cats], rotation=20 if len(cats) > 4 else 0, ha="right" if len(cats) > 4 else "center")
     ax.set_xlabel(key)
-    ax.set_ylabel(INTERVAL_LABEL if all_intervals else STD_LABEL)
+    ax.set_ylabel((INTERVAL_LABEL if all_intervals else STD_LABEL).format(metric_name(ok)))
     ax.set_title(f"Score by {key}" + (f" and {bar_key}" if bar_key else ""))
     ax.set_ylim(0, 1.05)
     ax.grid(True, axis="y", alpha=0.3)
@@ -132,14 +143,15 @@ def run_label(row: dict[str, Any], keys: list[str]) -> str:
 
 
 def components_bars(runs: pl.DataFrame, keys: list[str], path: Path, max_runs: int = 40) -> Path | None:
-    """Horizontal grouped bars of the score components per run (best runs first)."""
+    """Horizontal grouped bars of the score and the task's components per run (best runs first),
+    labelled ``name (weight)``."""
     ok = _ok(runs)
     if ok.is_empty():
         return None
     ok = ok.sort(["score", "run_id"], descending=[True, False]).head(max_runs)
     rows = ok.to_dicts()
     labels = [run_label(r, keys) for r in rows]
-    comps = [(c, name) for c, name in COMPONENTS if c in ok.columns]
+    comps = [(c, name) for c, name in components(ok) if c in ok.columns]
     height = 0.8 / len(comps)
     fig = Figure(figsize=(8.0, 1.0 + 0.22 * len(rows) * len(comps) + 0.6))
     ax = fig.add_subplot(1, 1, 1)
@@ -153,7 +165,8 @@ def components_bars(runs: pl.DataFrame, keys: list[str], path: Path, max_runs: i
     ax.set_xlim(0, 1.02)
     ax.set_xlabel("component value (fraction)")
     ax.set_ylabel("run")
-    ax.set_title("WattBot score components per run" + (f" (best {max_runs})" if len(runs) > max_runs else ""))
+    ax.set_title(f"{metric_name(ok)} score components per run"
+                 + (f" (best {max_runs})" if len(runs) > max_runs else ""))
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import polars as pl
 
-from kohaku.diagnosis import CLASSES
 from kohaku.report.paired import N_RESAMPLES
 from kohaku.report.plots import sweep_plots
-from kohaku.report.runs import collect_runs
+from kohaku.report.runs import collect_runs, run_metrics
 from kohaku.report.significance import SweepComparison, sweep_comparison
 from kohaku.report.tables import ablation_long, ablation_pivot, leaderboard, swept_keys, to_markdown
 
@@ -58,9 +57,11 @@ def _comparison_md(cmp: SweepComparison, swept: list[str]) -> str:
                                        **{c: pl.String for c in ("score [95 %]", "seed sd", "delta [95 %]", "p",
                                                                  "p_holm", "fixed", "broken")}})
     lines.append(to_markdown(table))
-    lines.append("\n## Error classes per point\n")
-    lines.append("Questions per class (kohaku/diagnosis.py; mean over the point's runs).\n")
-    lines.append(to_markdown(cmp.cells.select(*swept, *CLASSES), floats=1))
+    if cmp.classes:
+        lines.append("\n## Error classes per point\n")
+        where = "kohaku/diagnosis.py" if cmp.metric is None or cmp.metric.is_wattbot else "the task's classes"
+        lines.append(f"Questions per class ({where}; mean over the point's runs).\n")
+        lines.append(to_markdown(cmp.cells.select(*swept, *cmp.classes), floats=1))
     return "\n".join(lines)
 
 
@@ -85,7 +86,8 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
 
     leaderboard.csv / .md (one row per run, with its difference to the baseline point, the
     interval, p, Holm p and a mark), ablation.csv (pivot: first swept key rows, second swept key
-    columns; mean/std/n of the score over seeds), ablation_long.csv (every component per cell),
+    columns; mean/std/n of the score over seeds), ablation_long.csv (the score and each of the
+    task's components per cell),
     comparison.csv (per point: score and its interval, delta to the baseline with interval, p,
     Holm p, fixed, broken, error classes), ablation.md, and PNG plots (score vs each swept key
     with interval bars, components per run). Raises ValueError for a ``config.baseline`` that
@@ -107,7 +109,7 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
     board.write_csv(out_dir / "leaderboard.csv")
     paths["leaderboard"] = out_dir / "leaderboard.csv"
     (out_dir / "leaderboard.md").write_text(
-        "# Leaderboard\n\n" + to_markdown(board.drop([c for c in ("error", "run_path", "scores_table")
+        "# Leaderboard\n\n" + to_markdown(board.drop([c for c in ("error", "run_path", "scores_table", "metric")
                                                       if c in board.columns]))
     )
     paths["leaderboard_md"] = out_dir / "leaderboard.md"
@@ -117,10 +119,10 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
         numeric, text = ablation_pivot(long, swept)
         long.write_csv(out_dir / "ablation_long.csv")
         numeric.write_csv(out_dir / "ablation.csv")
-        variants = sorted({v for v in runs["variant"].to_list() if v}) if "variant" in runs.columns else []
+        metrics = run_metrics(runs)
         head = "# Ablation\n\n"
-        head += f"Swept keys: {', '.join(swept) if swept else '(none)'}; cells: WattBot score mean ± std over seeds"
-        head += f" (metric variant: {', '.join(variants) or 'unknown'}).\n\n"
+        head += f"Swept keys: {', '.join(swept) if swept else '(none)'}; cells: score mean ± std over seeds"
+        head += f" (metric {'; '.join(m.describe() for m in metrics) or 'unknown'}).\n\n"
         if len(swept) >= 2:
             head += f"Rows: {', '.join([swept[0]] + swept[2:])}; columns: {swept[1]}.\n\n"
         body = to_markdown(text)

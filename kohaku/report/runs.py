@@ -1,4 +1,11 @@
-"""Collect finished runs: each run dir's ``run.json`` (written by kohaku.pipeline) as one row."""
+"""Collect finished runs: each run dir's ``run.json`` (written by kohaku.pipeline) as one row.
+
+A scored run's row has its ``score``, one column per metric component (named as the component:
+``value``, ``ref``, ``na`` for WattBot; ``judge``, ``numeric``, ... for other tasks), its
+``variant``, its ``metric`` (compact JSON, :mod:`kohaku.report.metric`: from the run's
+``scores.json``, WattBot's by the variant for runs scored before tasks) and ``scores_table``,
+the path of its per-question table.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +17,49 @@ from typing import Any
 import polars as pl
 import yaml
 
+from kohaku.metrics import MetricError
+from kohaku.report.metric import Metric, metric_from_json, metric_of, read_scores_json, scores_json_of, wattbot_metric
+
 log = logging.getLogger(__name__)
 
-SCORE_FIELDS = ("score", "value", "ref", "na")
+SCORE_FIELDS = ("score", "value", "ref", "na")  # WattBot's; other tasks': component_columns()
 INFER_FIELDS = ("model_calls", "prompt_tokens", "completion_tokens")
+# Row fields a component column must not shadow (such a component gets 'component:<name>').
+BASE_FIELDS = ("run_id", "run_path", "status", "error", "seconds", "score", "variant", "metric", "scores_table",
+               "cache_hits", *INFER_FIELDS)
+
+
+def component_column(name: str) -> str:
+    """The runs table's column of a metric component."""
+    return name if name not in BASE_FIELDS and not name.startswith("seconds_") else f"component:{name}"
+
+
+def run_metrics(runs: pl.DataFrame) -> list[Metric]:
+    """The distinct metrics of the runs (their ``metric`` column), in order of appearance."""
+    if runs.is_empty() or "metric" not in runs.columns:
+        return []
+    out: list[Metric] = []
+    for text in runs["metric"].drop_nulls().unique(maintain_order=True).to_list():
+        try:
+            m = metric_from_json(text, where="runs table")
+        except MetricError:
+            continue
+        if not any(m.same_as(o) and m.name == o.name for o in out):
+            out.append(m)
+    return out
+
+
+def component_columns(runs: pl.DataFrame) -> list[tuple[str, str]]:
+    """(column, label) of every metric component in the runs table (label ``name (weight)``),
+    in the metrics' order; WattBot's for a table without a ``metric`` column."""
+    metrics = run_metrics(runs) or [wattbot_metric()]
+    out: dict[str, str] = {}
+    for m in metrics:
+        for c in m.components:
+            col = component_column(c.name)
+            if col in runs.columns and col not in out:
+                out[col] = c.label
+    return list(out.items())
 
 
 def parse_value(text: str) -> Any:
@@ -84,11 +130,27 @@ def load_run(path: Path, root: Path) -> tuple[dict[str, Any], list[str]] | None:
         "error": data.get("error"),
         "seconds": _num(data.get("seconds")),
     }
-    score = (stages.get("score") or {}).get("summary") or {}
-    for f in SCORE_FIELDS:
-        row[f] = _num(score.get(f))
-    row["variant"] = score.get("variant")
-    row["scores_table"] = _scores_table(run_dir, stages.get("score") or {})
+    score_stage = stages.get("score") or {}
+    score = score_stage.get("summary") or {}
+    table = _scores_table(run_dir, score_stage)
+    json_path = run_dir / "scores.json"
+    if not json_path.is_file() and table is not None:
+        json_path = scores_json_of(table)
+    scores = read_scores_json(json_path) if score else {}
+    metric: Metric | None = None
+    if score:
+        try:
+            metric = metric_of(scores, score.get("variant") if isinstance(score.get("variant"), str) else None,
+                               str(json_path))
+        except MetricError as exc:
+            log.warning("%s: %s; its components are not listed", run_dir, exc)
+    row["score"] = _num(score.get("score"))
+    for c in metric.components if metric else ():
+        row[component_column(c.name)] = _component(c.name, score, scores)
+    row["variant"] = score.get("variant") if score.get("variant") is not None else scores.get("variant")
+    if metric is not None:
+        row["metric"] = metric.dumps()
+    row["scores_table"] = table
     infer = (stages.get("infer") or {}).get("summary") or {}
     for f in INFER_FIELDS:
         row[f] = _num(infer.get(f))
@@ -116,6 +178,15 @@ def _scores_table(run_dir: Path, score_stage: dict[str, Any]) -> str | None:
     for path in candidates:
         if path.is_file():
             return str(path)
+    return None
+
+
+def _component(name: str, summary: dict[str, Any], scores: dict[str, Any]) -> float | None:
+    """A component's value: the score stage's summary in run.json (``name``, or its
+    ``components``), else scores.json's ``components``."""
+    for source in (summary, summary.get("components"), scores.get("components")):
+        if isinstance(source, dict) and _num(source.get(name)) is not None:
+            return _num(source.get(name))
     return None
 
 

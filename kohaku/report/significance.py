@@ -10,24 +10,30 @@ values match every pair given).
 :func:`sweep_comparison` returns a per-cell table (score and its interval, seed spread, delta to
 the baseline, its interval, p, Holm p, '*' where the interval excludes zero, questions fixed and
 broken, error-class counts) and a per-run table (each run against the baseline cell) for the
-leaderboard, or None (with a warning saying why) when the runs cannot be compared.
+leaderboard, or None (with a warning saying why) when the runs cannot be compared: among them
+runs scored with different metrics (another task, WattBot's other variant). The metric is each
+run's (its ``metric`` column, from its scores.json); the error classes are those its table holds
+(the task's; WattBot's kohaku.diagnosis classes for a WattBot table without them), in the order
+its scores.json lists them.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from kohaku.diagnosis import CLASSES, classify
+from kohaku.diagnosis import classify
 from kohaku.metrics import MetricError
-from kohaku.report.compare import Config, error_counts, score_matrix
+from kohaku.report.compare import REQUIRED, Config, class_names, error_counts, score_matrix
+from kohaku.report.metric import (Metric, class_order, describe_metrics, read_scores_json, scores_json_of,
+                                  wattbot_metric)
 from kohaku.report.paired import N_RESAMPLES, SEED, ScoreMatrix, bootstrap, compare
-from kohaku.report.runs import parse_value
+from kohaku.report.runs import parse_value, run_metrics
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +49,9 @@ class SweepComparison:
     runs: pl.DataFrame
     n: int
     n_resamples: int
-    variant: str
+    variant: str | None
+    metric: Metric | None = None
+    classes: list[str] = field(default_factory=list)  # the error-class columns of ``cells``
 
 
 def _point_number(run_id: str, run_path: str) -> tuple[int, str]:
@@ -72,7 +80,35 @@ def _same(a: Any, b: Any) -> bool:
 
 def _load(path: str) -> pl.DataFrame:
     table = pl.read_parquet(path)
-    return table if "error_class" in table.columns else classify(table)
+    if "error_class" in table.columns or not all(c in table.columns for c in REQUIRED):
+        return table
+    return classify(table)  # a WattBot table scored before the error classes
+
+
+def _classes(path: str) -> list[str]:
+    """The error classes the scores.json beside a per-question table lists."""
+    return class_order(read_scores_json(scores_json_of(path)))
+
+
+def _metric(ok: pl.DataFrame, warn: bool = True) -> Metric | None:
+    """The runs' one metric (WattBot's by their variant when they name none); None, with a
+    warning, when they were scored with different ones."""
+    say = log.warning if warn else log.debug
+    variants = sorted({v for v in ok["variant"].to_list() if v}) if "variant" in ok.columns else []
+    if len(variants) > 1:
+        say("runs were scored with different metric variants (%s): no paired comparison", ", ".join(variants))
+        return None
+    metrics = run_metrics(ok)
+    if any(not m.same_as(metrics[0]) for m in metrics[1:]):
+        say("runs were scored with different metrics (%s): no paired comparison", describe_metrics(metrics))
+        return None
+    if metrics:
+        return metrics[0]
+    try:
+        return wattbot_metric(variants[0] if variants else None)
+    except MetricError as exc:
+        say("%s: no paired comparison", exc)
+        return None
 
 
 def scored_runs(runs: pl.DataFrame) -> pl.DataFrame:
@@ -98,12 +134,9 @@ def sweep_comparison(
     if ok.is_empty():
         log.info("no scored run has a per-question table: no intervals in the reports")
         return None
-    variants = sorted({v for v in ok["variant"].to_list() if v}) if "variant" in ok.columns else []
-    if len(variants) > 1:
-        log.warning("runs were scored with different metric variants (%s): no paired comparison",
-                    ", ".join(variants))
+    metric = _metric(ok)
+    if metric is None:
         return None
-    variant = variants[0] if variants else "wattbot"
     keys = [k for k in swept if k in ok.columns]
     rows = ok.to_dicts()
     cells: dict[tuple, list[dict[str, Any]]] = {}
@@ -131,20 +164,24 @@ def sweep_comparison(
             read[path] = _load(path)
         return read[path]
 
+    def classes(rs: list[dict[str, Any]]) -> list[str]:
+        return list(dict.fromkeys(k for r in rs for k in _classes(r["scores_table"])))
+
     try:
         configs = [Config(",".join(f"{k}={v}" for k, v in zip(keys, c)) or "all",
                           [table(r["scores_table"]) for r in cells[c]],
-                          [r["run_path"] for r in cells[c]]) for c in order]
-        m = score_matrix(configs, variant)
+                          [r["run_path"] for r in cells[c]], metric, classes(cells[c])) for c in order]
+        m = score_matrix(configs, metric)
         cmp = compare(m, n_resamples=n_resamples, seed=seed)
-        run_configs = [configs[0]] + [Config(r["run_path"], [table(r["scores_table"])], [r["run_path"]])
+        run_configs = [configs[0]] + [Config(r["run_path"], [table(r["scores_table"])], [r["run_path"]], metric)
                                       for r in rows]
-        run_m = score_matrix(run_configs, variant)
+        run_m = score_matrix(run_configs, metric)
         run_cmp = compare(run_m, n_resamples=n_resamples, seed=seed)
     except (MetricError, OSError) as exc:
         log.warning("sweep points cannot be compared question by question (%s): no intervals", exc)
         return None
 
+    class_list = [c for c in class_names(configs) if c not in keys and c not in CELL_COLUMNS]
     cell_rows = []
     pairs = {p.b: p for p in cmp.pairs}
     for c, config, it in zip(order, configs, cmp.intervals):
@@ -157,20 +194,21 @@ def sweep_comparison(
         else:
             row.update(delta=p.delta, delta_lo=p.lo, delta_hi=p.hi, p=p.p, p_holm=p.p_holm,
                        sig="*" if p.significant else "", fixed=p.fixed, broken=p.broken)
-        row.update(error_counts(config, m.qids))
+        row.update(error_counts(config, m.qids, class_list))
         cell_rows.append(row)
     schema: dict[str, Any] = {k: ok.schema[k] for k in keys}
     schema.update({"n_runs": pl.Int64, "score": pl.Float64, "score_lo": pl.Float64, "score_hi": pl.Float64,
                    "seed_sd": pl.Float64, "delta": pl.Float64, "delta_lo": pl.Float64, "delta_hi": pl.Float64,
                    "p": pl.Float64, "p_holm": pl.Float64, "sig": pl.String, "fixed": pl.Int64, "broken": pl.Int64})
-    schema.update({cls: pl.Float64 for cls in CLASSES})
+    schema.update({cls: pl.Float64 for cls in class_list})
     cell_table = pl.DataFrame(cell_rows, schema=schema, strict=False)
 
     run_rows = [{"run_path": p.b, "delta": p.delta, "delta_lo": p.lo, "delta_hi": p.hi, "p": p.p,
                  "p_holm": p.p_holm, "sig": "*" if p.significant else ""} for p in run_cmp.pairs]
     run_table = pl.DataFrame(run_rows, schema={"run_path": pl.String, **{c: pl.Float64 for c in RUN_COLUMNS[:-1]},
                                                 "sig": pl.String})
-    return SweepComparison(dict(zip(keys, base)), cell_table, run_table, m.n, n_resamples, variant)
+    return SweepComparison(dict(zip(keys, base)), cell_table, run_table, m.n, n_resamples, metric.variant,
+                           metric, class_list)
 
 
 def group_interval(runs: pl.DataFrame, *, n_resamples: int = N_RESAMPLES, seed: int = SEED,
@@ -180,10 +218,12 @@ def group_interval(runs: pl.DataFrame, *, n_resamples: int = N_RESAMPLES, seed: 
     ok = scored_runs(runs)
     if ok.is_empty() or ok.height != runs.filter(pl.col("status") == "ok").height:
         return None
-    variant = next((v for v in ok["variant"].to_list() if v), "wattbot") if "variant" in ok.columns else "wattbot"
+    metric = _metric(ok, warn=False)
+    if metric is None:
+        return None
     try:
         m: ScoreMatrix = score_matrix([Config("g", [_load(p) for p in ok["scores_table"].to_list()],
-                                              ok["run_path"].to_list())], variant)
+                                              ok["run_path"].to_list(), metric)], metric)
     except (MetricError, OSError):
         return None
     boot = bootstrap(m, n_resamples, seed)[:, 0]

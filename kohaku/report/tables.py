@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from kohaku.report.runs import INFER_FIELDS, SCORE_FIELDS
+from kohaku.report.runs import INFER_FIELDS, component_columns
 
 SEED_KEY = "seed"
 
@@ -25,16 +25,22 @@ def print_and_save(table: pl.DataFrame, path: str | Path, width: int = 200) -> P
     return path
 
 
+def score_fields(runs: pl.DataFrame) -> list[str]:
+    """``score`` and the task's component columns (WattBot: value, ref, na), as the runs have them."""
+    return [c for c in ("score", *(col for col, _ in component_columns(runs))) if c in runs.columns]
+
+
 def leaderboard(runs: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """One row per run: id, status, overridden keys, score components, seconds, calls, tokens;
-    best score first (failed or unscored runs last)."""
+    """One row per run: id, status, overridden keys, score and its components (the task's),
+    seconds, calls, tokens; best score first (failed or unscored runs last)."""
     if runs.is_empty():
         return runs
     seconds = sorted(c for c in runs.columns if c.startswith("seconds_"))
     order = (
         ["run_id", "status"]
         + [k for k in keys if k in runs.columns]
-        + [c for c in (*SCORE_FIELDS, "variant", "seconds") if c in runs.columns]
+        + score_fields(runs)
+        + [c for c in ("variant", "seconds") if c in runs.columns]
         + seconds
         + [c for c in (*INFER_FIELDS, "cache_hits", "run_path", "error") if c in runs.columns]
     )
@@ -63,12 +69,12 @@ def _sorted_values(values: list[Any]) -> list[Any]:
 
 
 def ablation_long(runs: pl.DataFrame, swept: list[str]) -> pl.DataFrame:
-    """Mean, std (over seeds and any unswept repeats) and n of each component per cell of the
-    swept keys; scored runs with status ok only."""
+    """Mean, std (over seeds and any unswept repeats) and n of the score and each of the task's
+    components per cell of the swept keys; scored runs with status ok only."""
     ok = runs.filter((pl.col("status") == "ok") & pl.col("score").is_not_null()) if not runs.is_empty() else runs
     if ok.is_empty():
         return pl.DataFrame()
-    fields = [f for f in SCORE_FIELDS if f in ok.columns]
+    fields = score_fields(ok)
     aggs: list[pl.Expr] = [pl.len().alias("n")]
     for f in fields:
         aggs += [pl.col(f).mean().alias(f"{f}_mean"), pl.col(f).std(ddof=1).alias(f"{f}_std")]
