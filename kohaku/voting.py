@@ -392,6 +392,32 @@ def never_blank(answers: pl.DataFrame, fallback: str) -> pl.DataFrame:
     )
 
 
+def with_ref_pages(answers: pl.DataFrame, generations: pl.DataFrame, contexts: pl.DataFrame,
+                   nodes: pl.DataFrame) -> pl.DataFrame:
+    """``ref_pages``: for each answer, ``doc_id:page`` for every page of the cited documents in
+    the context the voted samples saw (the last attempt; a node counts with its leaves' pages),
+    in context order. For tasks whose references are document + page (``task.references``)."""
+    from kohaku.retrieval.gold import node_pages
+
+    pages = node_pages(nodes)
+    last = dict(generations.group_by("qid").agg(pl.col("attempt").max()).iter_rows()) if generations.height else {}
+    by_key = {(r["qid"], r["attempt"]): r["node_ids"] or [] for r in
+              contexts.select("qid", "attempt", "node_ids").iter_rows(named=True)}
+    out = []
+    for a in answers.select("qid", "ref_id").iter_rows(named=True):
+        refs = set(a["ref_id"] or [])
+        seen: list[str] = []
+        for node_id in by_key.get((a["qid"], last.get(a["qid"], 0)), []):
+            doc = node_id.split("#", 1)[0]
+            if doc in refs:
+                for page in sorted(pages.get(node_id, ())):
+                    ref = f"{doc}:{page}"
+                    if ref not in seen:
+                        seen.append(ref)
+        out.append(seen)
+    return answers.with_columns(pl.Series("ref_pages", out, dtype=pl.List(pl.String)))
+
+
 def vote_generations(generations: pl.DataFrame, questions: pl.DataFrame, documents: pl.DataFrame,
                      cfg: VoteConfig, grouping: Grouping = WATTBOT_GROUPING, keep_surface: bool = False,
                      fallback: str | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
