@@ -284,7 +284,7 @@ def find_ranking(path: Path) -> pl.DataFrame | None:
 # ------------------------------------------------------------------------ gold evidence
 
 GOLD_COLUMNS = ["store", "budget", "gold_questions", "doc_recall", "page_recall", "page_near_recall",
-                "page_item_recall", "text_recall", "doc_n", "page_n", "text_n", "mean_tokens",
+                "page_item_recall", "text_recall", "text_ceiling", "doc_n", "page_n", "text_n", "mean_tokens",
                 "mean_docs", "retrieve_s"]
 
 

@@ -126,10 +126,11 @@ def test_recall_over_contexts_and_tree_pages():
     assert per["page_near"].to_list() == [True, False, True, None]
     assert per["page_items"].to_list() == [0.5, 0.0, 0.0, None]
     assert per["text_hit"].to_list() == [True, False, None, None]
+    assert per["text_in_doc"].to_list() == [True, True, None, None]  # both texts are in the tree
     s = recall_summary(per)
     assert s["doc_recall"] == 0.75 and s["doc_n"] == 4
     assert s["page_recall"] == round(1 / 3, 4) and s["page_near_recall"] == round(2 / 3, 4)
-    assert s["text_recall"] == 0.5 and s["text_n"] == 2
+    assert s["text_recall"] == 0.5 and s["text_n"] == 2 and s["text_ceiling"] == 1.0
     assert gold_summary(ctx, NODES, gold, qids=["q1"])["gold_doc_recall"] == 1.0
     # a question without a context (not retrieved) counts as a miss
     missing = gold_recall(ctx.filter(pl.col("qid") != "q1"), NODES, gold).filter(pl.col("qid") == "q1")

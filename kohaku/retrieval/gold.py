@@ -15,7 +15,9 @@ gold; :func:`recall_summary` the shares):
   expanded to its leaves (a sentence's page is the page it starts on); ``page_near``: within one
   page (either side); ``page_items``: the share of a question's gold pages found;
 - evidence-text recall: a gold evidence text is contained in the context, by
-  :func:`text_containment` >= :data:`CONTAINMENT`.
+  :func:`text_containment` >= :data:`CONTAINMENT`; ``text_ceiling`` is the share of questions
+  whose gold text is contained in the whole parsed gold document (a table whose labels and
+  values the parse reads as separate columns is not), the most text recall can reach.
 
 Text containment is the share of the evidence's distinct character 8-grams, after folding both
 texts to lower-case letters and digits only (NFKC; spaces, punctuation and line breaks dropped),
@@ -255,11 +257,14 @@ def gold_recall(contexts: pl.DataFrame, nodes: pl.DataFrame, gold: pl.DataFrame,
     and whether the context of ``attempt`` holds them: ``doc_hit``, ``page_hit``, ``page_near``
     (a context page within one of a gold page), ``page_items`` (share of the gold pages found),
     ``text_hit`` (a gold text contained, :func:`text_containment` >= :data:`CONTAINMENT`) and
-    ``text_best`` (the highest containment). Null where the question has no gold of that kind."""
+    ``text_best`` (the highest containment), and ``text_in_doc``: a gold text is contained in
+    its gold document's whole parsed text (the leaves in order), the ceiling of text recall that
+    the parse allows. Null where the question has no gold of that kind."""
     ctx = {r["qid"]: r for r in contexts.filter(pl.col("attempt") == attempt)
            .select("qid", "context", "doc_ids", "node_ids").iter_rows(named=True)}
     want = set(qids) if qids is not None else None
     pages_of = node_pages(nodes) if gold["page"].is_not_null().any() else {}
+    in_doc = _text_in_docs(nodes, gold, want)
     rows = []
     for (qid,), g in gold.group_by("qid", maintain_order=True):
         if want is not None and qid not in want:
@@ -290,12 +295,33 @@ def gold_recall(contexts: pl.DataFrame, nodes: pl.DataFrame, gold: pl.DataFrame,
             "page_items": sum(found) / len(found) if pairs else None,
             "text_hit": best >= CONTAINMENT if best is not None else None,
             "text_best": round(best, 4) if best is not None else None,
+            "text_in_doc": in_doc.get(qid),
         })
     schema = {"qid": pl.String, "gold_docs": pl.List(pl.String), "gold_pages": pl.List(pl.String),
               "retrieved": pl.Boolean, "doc_hit": pl.Boolean, "page_hit": pl.Boolean,
               "page_near": pl.Boolean, "page_items": pl.Float64, "text_hit": pl.Boolean,
-              "text_best": pl.Float64}
+              "text_best": pl.Float64, "text_in_doc": pl.Boolean}
     return pl.DataFrame(rows, schema=schema)
+
+
+def _text_in_docs(nodes: pl.DataFrame, gold: pl.DataFrame, want: set[str] | None) -> dict[str, bool]:
+    """qid -> whether a gold text of the question is contained in its gold document's text."""
+    items = gold.filter(pl.col("text").is_not_null() & pl.col("doc_id").is_not_null())
+    if want is not None:
+        items = items.filter(pl.col("qid").is_in(list(want)))
+    if not items.height:
+        return {}
+    leaves = nodes.filter(pl.col("doc_id").is_in(items["doc_id"].unique().to_list())
+                          & ~pl.col("node_id").is_in(nodes["parent_id"].drop_nulls().unique().to_list()))
+    out: dict[str, bool] = {}
+    for (doc,), texts in leaves.group_by("doc_id", maintain_order=True):
+        folded = fold(" ".join(texts["text"].fill_null("").to_list()))
+        grams = ngrams(folded)
+        for qid, text in items.filter(pl.col("doc_id") == doc).select("qid", "text").iter_rows():
+            out[qid] = out.get(qid, False) or _contained(text, grams, folded) >= CONTAINMENT
+    for qid in items["qid"].unique().to_list():
+        out.setdefault(qid, False)
+    return out
 
 
 def _contained(text: str, grams: set[str], folded_context: str) -> float:
@@ -322,6 +348,7 @@ def recall_summary(per_q: pl.DataFrame) -> dict[str, Any]:
         "page_recall": share("page_hit"), "page_near_recall": share("page_near"),
         "page_item_recall": share("page_items"), "page_n": count("page_hit"),
         "text_recall": share("text_hit"), "text_n": count("text_hit"),
+        "text_ceiling": share("text_in_doc"),
     }
 
 
