@@ -19,7 +19,6 @@ from kohaku.csvfile import check_ids, read_csv_strings, require_columns
 from kohaku.errors import KohakuError
 
 METADATA_COLUMNS = ("id", "type", "title", "year", "citation", "url")
-QUESTION_COLUMNS = ("id", "question", "answer_unit")
 SOLUTION_COLUMNS = ("id", "answer_value", "ref_id")
 
 log = logging.getLogger(__name__)
@@ -151,23 +150,13 @@ def read_metadata(path: str | Path, warnings: list[str] | None = None) -> pl.Dat
 
 
 def read_questions(path: str | Path, warnings: list[str] | None = None) -> pl.DataFrame:
-    """Questions CSV as qid (from ``id``), question, answer_unit and the other columns, all str.
+    """A WattBot questions CSV as qid (from ``id``), question, answer_unit and the other columns,
+    all str: :func:`kohaku.tasks.io.read_questions` with WattBot's columns (the default
+    ``QuestionsSpec``). Encoding problems are logged and appended to ``warnings``."""
+    from kohaku.tasks.io import read_questions as read_task_questions
+    from kohaku.tasks.spec import QuestionsSpec
 
-    Encoding problems are logged and appended to ``warnings``."""
-    path = Path(path)
-    df = read_csv_strings(path, "questions", CorpusError, warnings, CorpusFileNotFound)
-    require_columns(df, QUESTION_COLUMNS, str(path), "questions", CorpusError)
-    df = df.with_columns(pl.col("id").str.strip_chars())
-    check_ids(df, str(path), "questions", CorpusError)
-    for i, q in enumerate(df["question"].to_list(), start=1):
-        if q.strip() == "":
-            raise CorpusError(
-                f"{path}: row {i} (id '{df['id'][i - 1]}') has an empty question; write the "
-                "question or delete the row"
-            )
-    df = df.rename({"id": "qid"})
-    rest = [c for c in df.columns if c not in ("qid", "question", "answer_unit")]
-    return df.select("qid", "question", "answer_unit", *rest)
+    return read_task_questions(path, QuestionsSpec(), warnings)
 
 
 def read_solutions(path: str | Path) -> pl.DataFrame:

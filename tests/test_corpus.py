@@ -132,12 +132,13 @@ def test_corpus_confs(repo):
 
 
 def test_questions_stage(tmp_path, sample_root):
-    cfg = {"corpus": {"root": str(sample_root), "questions": "questions.csv"}}
+    cfg = {"corpus": {"root": str(sample_root), "questions": "questions.csv"}, "task": {"questions": {}}}
     ctx = make_ctx(questions_stage.STAGE, cfg, tmp_path / "out")
     out = questions_stage.STAGE.compute(ctx)
     assert out["questions"].height == 11 and ctx.summary["n_questions"] == 11
     assert questions_stage.STAGE.file_inputs(ctx.cfg) == [sample_root / "questions.csv"]
-    ctx = make_ctx(questions_stage.STAGE, {"corpus": {"root": str(sample_root), "questions": "nope.csv"}}, tmp_path)
+    cfg = {"corpus": {"root": str(sample_root), "questions": "nope.csv"}, "task": {"questions": {}}}
+    ctx = make_ctx(questions_stage.STAGE, cfg, tmp_path)
     with pytest.raises(ConfigError, match="corpus.questions"):
         questions_stage.STAGE.compute(ctx)
 
