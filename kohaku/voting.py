@@ -20,6 +20,7 @@ serves ``scripts/ensemble.py`` (sources = submission files instead of samples).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 from dataclasses import dataclass
@@ -379,6 +380,29 @@ def finalize_answers(
     return answers, stats
 
 
+def fill_fields(answers: pl.DataFrame, value_field: str) -> pl.DataFrame:
+    """Each answer's ``fields`` as a JSON object that holds the voted value under the task's
+    value field (and the row's answer and explanation where the fields have them); a blank or
+    fallback row (no sample's fields, or the blank marker) gets ``{answer, explanation,
+    value_field}``, so a writer finds every field it may name."""
+    if "fields" not in answers.columns:
+        return answers
+    out = []
+    for r in answers.select("fields", "answer_value", "answer", "explanation").iter_rows(named=True):
+        try:
+            fields = json.loads(r["fields"] or "{}")
+        except ValueError:   # the blank marker of a blank winner
+            fields = None
+        own = isinstance(fields, dict) and bool(fields)
+        fields = fields if own else {}
+        for key in ("answer", "explanation"):
+            if key in fields or not own:
+                fields[key] = r[key]
+        fields[value_field] = r["answer_value"]     # the voted value (rendered, or the fallback)
+        out.append(json.dumps(fields, ensure_ascii=False))
+    return answers.with_columns(pl.Series("fields", out, dtype=pl.String))
+
+
 def never_blank(answers: pl.DataFrame, fallback: str) -> pl.DataFrame:
     """Answers of a task that never abstains: a blank row (no sample gave a valid value, or the
     question had no generations) gets ``fallback`` as its value and answer."""
@@ -420,9 +444,11 @@ def with_ref_pages(answers: pl.DataFrame, generations: pl.DataFrame, contexts: p
 
 def vote_generations(generations: pl.DataFrame, questions: pl.DataFrame, documents: pl.DataFrame,
                      cfg: VoteConfig, grouping: Grouping = WATTBOT_GROUPING, keep_surface: bool = False,
-                     fallback: str | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
+                     fallback: str | None = None, value_field: str = "answer_value",
+                     ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """(answers, summary) from the infer stage's generations. ``grouping`` and ``keep_surface``
-    come from the task's vote; ``fallback`` (a task that never abstains) fills blank answers."""
+    come from the task's vote; ``fallback`` (a task that never abstains) fills blank answers;
+    ``value_field`` names the task's value field in the answers' ``fields``."""
     candidates = generations_to_candidates(generations, cfg.n_samples)
     answers, stats = finalize_answers(vote(candidates, cfg, grouping, keep_surface), questions, documents)
     if stats["n_unanswered"]:
@@ -435,6 +461,7 @@ def vote_generations(generations: pl.DataFrame, questions: pl.DataFrame, documen
     n_blank = int(answers["is_blank"].sum()) if n else 0
     if fallback is not None:
         answers = never_blank(answers, fallback)
+    answers = fill_fields(answers, value_field)
     summary = {
         "n_questions": n,
         "n_blank": int(answers["is_blank"].sum()) if n else 0,

@@ -79,15 +79,8 @@ def toy_conf(tmp_path_factory) -> Path:
     return root
 
 
-# Workaround of the answer.fields merge bug (see test_toy_runs_without_the_workaround): Hydra
-# merges the toy's fields into AnswerSpec.fields' default instead of replacing them; these
-# overrides delete the default's keys.
-UNMERGE = ["~task.answer.fields.explanation", "~task.answer.fields.answer", "~task.answer.fields.answer_value"]
-
-
-def toy_overrides(toy_conf: Path, cache_dir: Path, workaround: bool = True) -> list[str]:
-    return [f"hydra.searchpath=[file://{toy_conf}]", "task=toy", *FILES, *FAST, f"cache.dir={cache_dir}",
-            *(UNMERGE if workaround else [])]
+def toy_overrides(toy_conf: Path, cache_dir: Path) -> list[str]:
+    return [f"hydra.searchpath=[file://{toy_conf}]", "task=toy", *FILES, *FAST, f"cache.dir={cache_dir}"]
 
 
 @pytest.fixture(scope="module")
@@ -161,23 +154,10 @@ def test_toy_answers_have_only_the_tasks_fields(toy_run):
     assert {tuple(json.loads(f)) for f in gens["fields"].to_list()} == {("reply",)}
 
 
-def test_toy_composes_with_merged_answer_fields(toy_conf, cache_dir):
-    """What the bug below does to the toy: its composed fields are the default's plus its own."""
-    cfg = compose_config(toy_overrides(toy_conf, cache_dir, workaround=False))
-    assert list(cfg.task.answer.fields) == ["explanation", "answer", "answer_value", "ref_id", "reply"]
-
-
-@pytest.mark.xfail(strict=True, raises=json.JSONDecodeError, reason=(
-    "BUG: Hydra merges the task YAML's answer.fields into AnswerSpec.fields' schema default "
-    "(tests/test_tasks.py test_task_yaml_loads_composes_and_builds), so the toy's answer schema "
-    "holds answer_value; the fake answers it WattBot's way without 'reply', every sample is blank, "
-    "and the columns writer then fails on the blank winners' 'fields' cell 'is_blank' (the bug of "
-    "test_toy_never_abstains_when_the_model_gives_nothing)"))
-def test_toy_runs_without_the_workaround(toy_conf, cache_dir, tmp_path):
-    result = run_pipeline(compose_config(toy_overrides(toy_conf, cache_dir, workaround=False)), tmp_path / "run")
-    sub = pl.read_csv(result.run_dir / "submission.csv", infer_schema=False)
-    assert sub["question_id"].to_list() == question_ids()
-    assert all(v != "no idea" for v in sub["reply_text"].to_list())
+def test_toy_composes_with_only_its_own_answer_fields(toy_conf, cache_dir):
+    """Hydra replaces, not merges, the answer's fields (AnswerSpec.fields has no default keys)."""
+    cfg = compose_config(toy_overrides(toy_conf, cache_dir))
+    assert list(cfg.task.answer.fields) == ["reply", "ref_id"]
 
 
 class ScriptedServices(Services):
@@ -199,10 +179,6 @@ class ScriptedServices(Services):
         return super().get(kind, cfg, lambda c: FakeBackend(responder, identity="fake:scripted@0"))
 
 
-@pytest.mark.xfail(strict=True, raises=json.JSONDecodeError, reason=(
-    "BUG: a question whose samples are all invalid gets a blank vote winner whose 'fields' cell is "
-    "'is_blank' (voting._vote_one's extra columns), and builtin.columns_writer json.loads it: the "
-    "vote stage of a never-abstaining task crashes instead of writing task.answer.fallback"))
 def test_toy_never_abstains_when_the_model_gives_nothing(toy_conf, cache_dir, tmp_path):
     cfg = compose_config([*toy_overrides(toy_conf, cache_dir), "infer.seed=7", "infer.generation_cache=false"])
     result = run_pipeline(cfg, tmp_path / "run", ScriptedServices(r"\[(s03|s07)\] Question:"))

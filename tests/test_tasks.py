@@ -62,15 +62,7 @@ def test_the_three_tasks_are_there():
     assert {"wattbot", "financebench", "short_answer"} <= set(TASKS)
 
 
-MERGED_FIELDS = pytest.mark.xfail(strict=True, reason=(
-    "BUG: Hydra merges a task YAML's answer.fields mapping into the schema default of "
-    "kohaku.tasks.spec.AnswerSpec.fields (explanation, answer, answer_value, ref_id) instead of "
-    "replacing it, so a composed run of this task asks the model for extra fields (short_answer "
-    "gets explanation/answer/answer_value/ref_id) while load_task gives the YAML's own fields"))
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=MERGED_FIELDS) if n in ("financebench", "short_answer")
-                                  else n for n in TASKS])
+@pytest.mark.parametrize("name", TASKS)
 def test_task_yaml_loads_composes_and_builds(name):
     loaded = load_task(name)
     assert loaded.name == name
@@ -78,15 +70,6 @@ def test_task_yaml_loads_composes_and_builds(name):
     built = build_task(OmegaConf.to_container(cfg.task, resolve=True))
     assert built == loaded          # Hydra (schema defaults + the YAML) = load_task (YAML alone)
     assert set(built.answer.prompts) == {"context_first", "question_first"}
-
-
-@pytest.mark.parametrize("name", TASKS)
-def test_task_yaml_composes_and_builds_but_for_answer_fields(name):
-    """Every part but answer.fields (the xfail above) is the same either way."""
-    loaded = load_task(name)
-    built = build_task(OmegaConf.to_container(compose_config([f"task={name}"]).task, resolve=True))
-    built.answer.fields = dict(loaded.answer.fields)
-    assert built == loaded
 
 
 def test_default_task_is_wattbot():
@@ -283,11 +266,6 @@ def test_abstaining_vote_keeps_blanks():
     assert summary["n_blank"] == 2 and "n_fallback" not in summary
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: voting._vote_one fills the extra 'fields' column of a blank winner with 'is_blank' (not "
-    "JSON) and never_blank keeps it, so builtin.columns_writer's json.loads(a['fields']) raises "
-    "JSONDecodeError whenever every sample of a question was blank: a never-abstaining task's "
-    "vote stage crashes instead of writing the fallback"))
 def test_columns_writer_after_an_all_blank_question(tmp_path):
     answers, _ = never_abstaining_answers()
     spec = SubmissionSpec(writer="columns", columns={"id": "qid", "answer": "value"})
@@ -295,15 +273,12 @@ def test_columns_writer_after_an_all_blank_question(tmp_path):
     assert df["answer"].to_list() == ["Paris", "X", "X"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a fallback row (no sample answered, fields '{}') has none of the task's answer fields, so "
-    "a columns writer whose column's source is the value field by name (e.g. 'reply', allowed by "
-    "scoring.submission_columns) raises ConfigError 'is no answer field' instead of writing the fallback"))
 def test_columns_writer_value_field_by_name_on_a_fallback_row(tmp_path):
     # the task's value field is ``reply`` (no fixed source of the writer)
     gens = pl.DataFrame([generation("a", 0, "Paris", False, fields={"reply": "Paris"}),
                          generation("b", 0, "Rome", False, fields={"reply": "Rome"})], schema=GENERATIONS_SCHEMA)
-    answers, _ = vote_generations(gens, QUESTIONS, DOCUMENTS, VoteConfig(), grouping("text"), True, fallback="X")
+    answers, _ = vote_generations(gens, QUESTIONS, DOCUMENTS, VoteConfig(), grouping("text"), True,
+                                  fallback="X", value_field="reply")
     assert answers["answer_value"].to_list() == ["Paris", "Rome", "X"]
     spec = SubmissionSpec(writer="columns", columns={"id": "qid", "reply": "reply"})
     df = columns_writer(answers, QUESTIONS, spec, tmp_path / "s.csv")

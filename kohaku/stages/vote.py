@@ -22,7 +22,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     answers, summary = vote_generations(
         generations, questions, ctx.table("parse", "documents"),
         ctx.config("vote"), grouping, spec.keep_surface,
-        ctx.config("task.answer.fallback") if never else None)
+        ctx.config("task.answer.fallback") if never else None, ctx.config("task.answer.value"))
     if ctx.config("task.references") == "doc_page":   # the cited documents' pages in the context
         answers = with_ref_pages(answers, generations, ctx.table("retrieve", "contexts"),
                                  ctx.table("tree", "nodes"))
@@ -36,7 +36,8 @@ STAGE = Stage(
     version="1",
     # retrieve and tree: the pages of task.references=doc_page (infer's key holds them already)
     inputs=("questions", "infer", "parse", "retrieve", "tree"),
-    config_keys=("vote", "task.vote", "task.answer.abstention", "task.answer.fallback", "task.references",
+    config_keys=("vote", "task.vote", "task.answer.value", "task.answer.abstention", "task.answer.fallback",
+                 "task.references",
                  "task.submission"),
     compute=compute,
     outputs=("answers",),

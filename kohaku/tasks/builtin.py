@@ -24,7 +24,7 @@ from kohaku.config import build
 from kohaku.submission import answers_to_submission, format_ref_list, write_submission
 from kohaku.tasks.registry import register
 from kohaku.tasks.spec import SubmissionSpec, VoteSpec
-from kohaku.values import format_number, is_blank_value
+from kohaku.values import format_number
 from kohaku.voting import WATTBOT_GROUPING, Grouping
 
 # -- vote groupings -----------------------------------------------------------------------
@@ -259,8 +259,9 @@ def generic_classes(table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
     return table, error_summary(table)
 
 
-def is_blank_answer(text: str | None, blank_cell: str) -> bool:
-    """A submitted cell that holds no answer: empty, the writer's blank cell, or a blank token."""
+def is_blank_answer(text: str | None, blank_cell: str, blank_values: list[str] | None = None) -> bool:
+    """A submitted cell that holds no answer: empty, the writer's blank cell, or one of
+    ``blank_values`` (the task's blank tokens when it lets a model abstain; None: none)."""
     s = (text or "").strip()
-    return not s or s == blank_cell or is_blank_value(s)
+    return not s or s == blank_cell or s.lower() in {b.strip().lower() for b in blank_values or ()}
 

@@ -130,6 +130,8 @@ def _score_components(task: Task, solutions: Path, submission: Path, subset: boo
     extra = sorted(set(preds) - set(sol_ids))
     rows = []
     missing = []
+    # what a submitted cell says "no answer" with: the task's blank tokens when it may abstain
+    blanks = task.answer.blank_values if task.answer.abstention == "allowed" else None
     for s in sol.to_dicts():
         qid = (s[spec.id] or "").strip()
         p = preds.get(qid)
@@ -140,7 +142,7 @@ def _score_components(task: Task, solutions: Path, submission: Path, subset: boo
         pred = None if p is None else p[value_col]
         question = s.get("question") or (p or {}).get("question") or ""
         rows.append({"qid": qid, "question": question, "truth": s[spec.answer] or "", "pred": pred,
-                     "pred_blank": p is None or is_blank_answer(pred, task.submission.blank),
+                     "pred_blank": p is None or is_blank_answer(pred, task.submission.blank, blanks),
                      "missing": p is None})
     if missing:
         warnings.append(f"{len(missing)} solution id(s) missing from {submission}, scored as wrong "

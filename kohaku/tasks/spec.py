@@ -55,9 +55,10 @@ class QuestionsSpec:
 
 @dataclass
 class AnswerSpec:
-    # JSON fields in the order the model writes them, name -> type (text|number|list|choice|refs)
-    fields: dict[str, str] = field(default_factory=lambda: {
-        "explanation": "text", "answer": "text", "answer_value": "text", "ref_id": "refs"})
+    # JSON fields in the order the model writes them, name -> type (text|number|list|choice|refs).
+    # No default: Hydra merges a mapping into its schema default, so a default here would add
+    # its keys to every task's fields.
+    fields: dict[str, str] = field(default_factory=dict)
     value: str = "answer_value"       # the field that is voted on, submitted and scored
     refs: str | None = "ref_id"       # the field with the cited document ids (type refs), or null
     choices: dict[str, list[str]] = field(default_factory=dict)   # allowed values of choice fields
@@ -68,6 +69,9 @@ class AnswerSpec:
     fallback: str = ""                # abstention=never: the answer written when no sample gave one
 
     def validate(self) -> None:
+        if not self.fields:
+            raise ConfigError("task.answer.fields is empty; list the answer's JSON fields, e.g. "
+                              "{answer: text, ref_id: refs}")
         for name, kind in self.fields.items():
             if kind not in FIELD_TYPES:
                 raise ConfigError(f"task.answer.fields.{name}={kind!r}; use one of {', '.join(FIELD_TYPES)}")
