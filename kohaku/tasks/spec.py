@@ -121,7 +121,6 @@ class SubmissionSpec:
     columns: dict[str, str] = field(default_factory=dict)
     list_format: str = "python"       # python ['a','b'] | json ["a","b"] | semicolon a;b
     blank: str = "is_blank"           # the cell of a field with no value
-    file: str = "submission.csv"
 
     def validate(self) -> None:
         if self.list_format not in ("python", "json", "semicolon"):
