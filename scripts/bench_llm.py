@@ -64,7 +64,10 @@ sys.path.insert(0, str(REPO))
 from kohaku.pipeline import option_values  # noqa: E402
 from kohaku.config import build  # noqa: E402
 from kohaku.llm import ChatRequest, load_backend  # noqa: E402
-from kohaku.answering import InferConfig, answer_schema, build_messages, first_json_object  # noqa: E402
+from kohaku.answering import InferConfig, answer_schema, build_messages, first_json_object, templates  # noqa: E402
+from kohaku.tasks import load_task  # noqa: E402
+
+WATTBOT_TASK = load_task("wattbot")   # the prompts and answer schema the benchmark sends
 
 WATTBOT = REPO.parent / "shared" / "data" / "wattbot"
 
@@ -116,10 +119,11 @@ def make_requests(backend, cfg: InferConfig, n: int, context_tokens: int, offset
             doc_ids.append(doc)
             used += t
             j += 1
-        msgs = build_messages(cfg.templates, context="\n---\n".join(blocks), question=question,
-                              answer_unit=unit, qid=f"b{i}")
+        msgs = build_messages(templates(cfg, WATTBOT_TASK.answer), {"context": "\n---\n".join(blocks),
+                                                               "question": question, "answer_unit": unit,
+                                                               "qid": f"b{i}"})
         reqs.append(ChatRequest(messages=msgs, n=1, temperature=0.0, max_tokens=cfg.max_tokens,
-                                seed=0, json_schema=answer_schema(doc_ids, cfg)))
+                                seed=0, json_schema=answer_schema(doc_ids, cfg, WATTBOT_TASK.answer)))
     return reqs
 
 

@@ -349,6 +349,7 @@ def run_sequential(run: dict[str, Any], limit: int | None) -> dict[str, Any]:
     import polars as pl
 
     from kohaku.answering import InferConfig, run_infer
+    from kohaku.tasks import build_task, load_task
     from kohaku.config import build
     from kohaku.llm.base import ChatRequest, load_backend
 
@@ -366,7 +367,8 @@ def run_sequential(run: dict[str, Any], limit: int | None) -> dict[str, Any]:
             backend.generate([ChatRequest(messages=[{"role": "user", "content": "Say OK."}], max_tokens=2)])
             started = time.perf_counter() - t0
             t1 = time.perf_counter()
-            _, summary = run_infer(questions, contexts, backend, cfg, cache=None)
+            task = build_task(config["task"]) if "task" in config else load_task("wattbot")
+            _, summary = run_infer(questions, contexts, backend, cfg, task.answer, task.questions.fields, cache=None)
             wall = time.perf_counter() - t1
     finally:
         backend.close()

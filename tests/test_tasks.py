@@ -342,13 +342,13 @@ def test_questions_csv_without_the_id_column(tmp_path):
     path.write_text("qid_wrong,question\nq1,Why?\n")
     with pytest.raises(CorpusError) as err:
         read_questions(path, QuestionsSpec(id="id", fields=[]))
-    assert str(path) in str(err.value) and "'id' (task.questions.id)" in str(err.value)
+    assert str(path) in str(err.value) and "task.questions.id: 'id'" in str(err.value)
 
 
 def test_questions_csv_without_a_prompt_field(tmp_path):
     path = tmp_path / "qs.csv"
     path.write_text("id,question\nq1,Why?\n")
-    with pytest.raises(CorpusError, match=r"'answer_unit' \(task.questions.fields\)"):
+    with pytest.raises(CorpusError, match=r"task.questions.fields: 'answer_unit'"):
         read_questions(path, QuestionsSpec())
 
 

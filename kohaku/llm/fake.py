@@ -11,8 +11,8 @@ The output of a sample is a function of (request, sample seed): by default
 - a request whose last message carries images (the caption stage) gets a caption made from
   the SHA-256 of the first image's bytes (same image, same caption; no model reads it);
 - a judge's verdict request (a schema with ``correct``) gets ``{"correct": true}``;
-- another task's answer request (a schema with properties, a prompt with ``Question:``) gets
-  every field filled by its type (kohaku.tasks);
+- another task's answer request (a schema with a string property, a prompt with ``Question:``)
+  gets every field filled by its type (kohaku.tasks);
 - anything else gets a JSON echo of the last message's length.
 
 Tests pass their own ``responder(request, sample_seed) -> str`` to script other behaviour.
@@ -99,7 +99,7 @@ def default_responder(req: ChatRequest, seed: int) -> str:
                            "answer_value": value, "ref_id": [refs[0]]})
     if "correct" in props:    # an LLM judge's verdict (kohaku.tasks.judge): always "correct"
         return json.dumps({"correct": True})
-    if props and "Question:" in text:
+    if any(p.get("type") == "string" for p in props.values()) and "Question:" in text:
         return _task_answer(req, text, props, seed)
     return json.dumps({"length": len(text), "seed": seed})
 

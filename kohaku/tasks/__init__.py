@@ -34,13 +34,15 @@ def task_file(name_or_path: str | Path) -> Path:
 
 
 def load_task(name_or_path: str | Path) -> Task:
-    """The Task of a task YAML (its Hydra ``defaults`` list is ignored; interpolations are
-    resolved); errors name the file and the key."""
-    from omegaconf import OmegaConf
+    """The Task of a task YAML (its Hydra ``defaults`` list is ignored; a task needs no
+    interpolation); errors name the file and the key."""
+    import yaml
 
     path = task_file(name_or_path)
-    cfg = OmegaConf.load(path)
-    data: Any = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a task file holds a mapping of the task's parts")
     data.pop("defaults", None)

@@ -86,9 +86,9 @@ def read_questions(path: str | Path, spec: QuestionsSpec, warnings: list[str] | 
     missing = [c for c in (spec.id, spec.question, *spec.fields) if c not in df.columns]
     if missing:
         keys = {spec.id: "task.questions.id", spec.question: "task.questions.question"}
-        named = ", ".join(f"'{c}' ({keys.get(c, 'task.questions.fields')})" for c in missing)
-        raise CorpusError(f"{path}: the questions file lacks column(s) {named}; found {df.columns}. "
-                          "Fix the file or the task's questions section")
+        named = ", ".join(f"{keys.get(c, 'task.questions.fields')}: '{c}'" for c in missing)
+        raise CorpusError(f"{path}: questions lacks column(s) {missing}; found {df.columns}. The task "
+                          f"names them ({named}): fix the file or the task's questions section")
     clash = [c for c in ("qid", "question") if c in df.columns and c not in (spec.id, spec.question)]
     if clash:
         raise CorpusError(f"{path}: column(s) {clash} would clash with the question id/text kohaku "
@@ -98,8 +98,8 @@ def read_questions(path: str | Path, spec: QuestionsSpec, warnings: list[str] | 
     csvfile.check_ids(df, str(path), "questions", CorpusError, spec.id)
     for i, q in enumerate(df[spec.question].to_list(), start=1):
         if q.strip() == "":
-            raise CorpusError(f"{path}: row {i} (id '{df[spec.id][i - 1]}') has an empty question "
-                              f"(column '{spec.question}'); write the question or delete the row")
+            raise CorpusError(f"{path}: row {i} (id '{df[spec.id][i - 1]}') has an empty question; "
+                              f"write the question or delete the row (column '{spec.question}')")
     df = df.rename({spec.id: "qid", spec.question: "question"})
     head = ["qid", "question", *[f for f in dict.fromkeys(spec.fields) if f not in ("qid", "question")]]
     return df.select(*head, *[c for c in df.columns if c not in head])
