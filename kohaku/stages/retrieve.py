@@ -89,7 +89,8 @@ def gold_files(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="retrieve",
-    version="4",  # 4: evidence rescoring and rerankers (questions in); 3: contexts carry blocks
+    version="5",  # 5: restrict_column, gold recall in the summary; 4: evidence rescoring and
+    # rerankers (questions in); 3: contexts carry blocks
     inputs=("plan", "tree", "embed", "index", "questions", "parse"),  # parse: gold page checks
     config_keys=("retrieve", "embed", "reranker"),
     compute=compute,
