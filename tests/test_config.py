@@ -157,5 +157,6 @@ def test_cache_key_hashes_the_built_config_so_code_defaults_count():
     assert sliced == raw  # the schema gives the YAML every key; the slice is the built dataclass
     assert retrieve.config_slice(compose(["retrieve.top_k=8"]))["retrieve"]["top_k"] == 8
     # a slice that leaves keys out still hashes their code defaults
-    bare = retrieve.config_slice(OmegaConf.create({"retrieve": {}, "embed": {}, "reranker": {}}))
+    bare = retrieve.config_slice(OmegaConf.create({"retrieve": {}, "embed": {}, "reranker": {},
+                                                   "task": {"gold": {}}}))
     assert bare["retrieve"] == sliced and bare["embed"]["model"] == cfg.embed.model

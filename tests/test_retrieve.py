@@ -261,7 +261,7 @@ def test_retrieve_stage_compute(tmp_path: Path, kind: str):
     assert tables["contexts"].height == 4
     assert ctx.summary["n_questions"] == 2 and ctx.summary["n_queries"] == 3
     assert (tmp_path / "cache" / "encodings").is_dir()  # query encodings are cached
-    assert retrieve_stage.STAGE.config_keys == ("retrieve", "embed", "reranker")
+    assert retrieve_stage.STAGE.config_keys == ("retrieve", "embed", "reranker", "task.gold")
     assert "questions" in retrieve_stage.STAGE.inputs  # the evidence rules read the question
 
 

@@ -92,9 +92,10 @@ STAGE = Stage(
     version="5",  # 5: restrict_column, gold recall in the summary; 4: evidence rescoring and
     # rerankers (questions in); 3: contexts carry blocks
     inputs=("plan", "tree", "embed", "index", "questions", "parse"),  # parse: gold page checks
-    config_keys=("retrieve", "embed", "reranker"),
+    # task.gold: the gold figures of the summary (the gold file's content is a file input)
+    config_keys=("retrieve", "embed", "reranker", "task.gold"),
     compute=compute,
     file_inputs=gold_files,
     outputs=("hits", "ranking", "contexts"),
-    configs={"retrieve": RetrieveConfig, "embed": EmbedConfig, "reranker": RerankerConfig},
+    configs={"retrieve": RetrieveConfig, "embed": EmbedConfig, "reranker": RerankerConfig, "task.gold": GoldSpec},
 )
