@@ -191,13 +191,17 @@ def classify(table: pl.DataFrame) -> pl.DataFrame:
     """The score table with ``answer_kind``, ``error_class`` and ``error_detail`` added (one
     class per row, by the precedence in the module doc)."""
     questions = table["question"].to_list() if "question" in table.columns else [None] * table.height
-    kinds, classes, details = [], [], []
+    triples = []
     for row, question in zip(table.iter_rows(named=True), questions):
         kind = answer_kind(question, row.get("truth_value"))
-        cls, detail = classify_row(row, kind)
-        kinds.append(kind)
-        classes.append(cls)
-        details.append(detail)
+        triples.append((kind, *classify_row(row, kind)))
+    return with_class_columns(table, triples)
+
+
+def with_class_columns(table: pl.DataFrame, triples: list[tuple[str, str, str]]) -> pl.DataFrame:
+    """``table`` with ``answer_kind``, ``error_class`` and ``error_detail`` from one
+    (kind, class, detail) per row (any task's classifier)."""
+    kinds, classes, details = (list(col) for col in zip(*triples)) if triples else ([], [], [])
     return table.with_columns(
         pl.Series("answer_kind", kinds, dtype=pl.String),
         pl.Series("error_class", classes, dtype=pl.String),
@@ -205,10 +209,10 @@ def classify(table: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def class_counts(classes: list[str]) -> dict[str, int]:
-    """Count per class, every class present (0 when none), in :data:`CLASSES` order."""
+def class_counts(classes: list[str], names: tuple[str, ...] = CLASSES) -> dict[str, int]:
+    """Count per class, every class of ``names`` present (0 when none), in that order."""
     c = Counter(classes)
-    return {name: int(c.get(name, 0)) for name in CLASSES}
+    return {name: int(c.get(name, 0)) for name in names}
 
 
 def error_summary(table: pl.DataFrame) -> dict[str, Any]:

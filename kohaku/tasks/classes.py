@@ -50,7 +50,8 @@ from typing import Any
 
 import polars as pl
 
-from kohaku.diagnosis import NEAR_TOL, scale_factor
+from kohaku.diagnosis import NEAR_TOL, scale_factor, with_class_columns
+from kohaku.diagnosis import class_counts as diagnosis_counts
 from kohaku.tasks.accounting import Amount, numeric_match, parse_amount, readings
 from kohaku.values import is_blank_value
 
@@ -123,23 +124,12 @@ def classify(table: pl.DataFrame) -> pl.DataFrame:
     if absent:
         raise ValueError(f"classify: the per-question table lacks column(s) {', '.join(absent)} "
                          f"(needs {', '.join(REQUIRED)}; optional pred_blank, missing, f1)")
-    kinds, classes, details = [], [], []
-    for row in table.iter_rows(named=True):
-        kind, cls, detail = classify_row(row)
-        kinds.append(kind)
-        classes.append(cls)
-        details.append(detail)
-    return table.with_columns(
-        pl.Series("answer_kind", kinds, dtype=pl.String),
-        pl.Series("error_class", classes, dtype=pl.String),
-        pl.Series("error_detail", details, dtype=pl.String),
-    )
+    return with_class_columns(table, [classify_row(row) for row in table.iter_rows(named=True)])
 
 
 def class_counts(classes: list[str]) -> dict[str, int]:
     """Count per class, every class present (0 when none), in :data:`CLASSES` order."""
-    c = Counter(classes)
-    return {name: int(c.get(name, 0)) for name in CLASSES}
+    return diagnosis_counts(classes, CLASSES)
 
 
 def error_summary(table: pl.DataFrame) -> dict[str, Any]:
