@@ -171,29 +171,6 @@ def _level_vectors(searcher: object, labels: np.ndarray, vectors: np.ndarray | N
     return np.asarray(searcher.index.get_items(labels.tolist()), np.float32).reshape(len(labels), -1)
 
 
-def bm25_within(searcher: object, texts: Sequence[str], k: int, labels: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """BM25 top ``k`` among the level's ``labels`` only (node rows, scores; -1 where fewer
-    match): the candidates are restricted before the top-k cut, so no hit is thrown away."""
-    nq = len(texts)
-    k = min(k, len(labels))
-    rows = np.full((nq, k), -1, np.int64)
-    scores = np.zeros((nq, k), np.float32)
-    if k == 0 or nq == 0:
-        return rows, scores
-    ids = searcher.tokenizer.tokenize(list(texts), update_vocab=False, return_as="ids",
-                                      show_progress=False)
-    for i, query in enumerate(ids):
-        sc = np.asarray(searcher.retriever.get_scores(query), np.float32)[labels]
-        hit = np.flatnonzero(sc > 0)
-        if len(hit) > k:
-            hit = hit[np.argpartition(sc[hit], -k)[-k:]]
-        hit = hit[np.lexsort((hit, -sc[hit]))]
-        rows[i, :len(hit)] = searcher.rows[labels[hit]]
-        scores[i, :len(hit)] = sc[hit]
-    return rows, scores
-
-
 def _restricted_frames(queries: pl.DataFrame, qvecs: np.ndarray, dense: Mapping[int, object],
                        sparse: Mapping[int, object], k_dense: int, k_bm25: int, use_bm25: bool,
                        restrict: Restriction) -> list[pl.DataFrame]:
@@ -217,7 +194,7 @@ def _restricted_frames(queries: pl.DataFrame, qvecs: np.ndarray, dense: Mapping[
         if use_bm25:
             for level, searcher in sparse.items():
                 labels = np.flatnonzero(mask[searcher.rows])
-                rows, scores = bm25_within(searcher, [texts[i] for i in members], k_bm25, labels)
+                rows, scores = searcher.search([texts[i] for i in members], k_bm25, within=labels)
                 frames.append(_hit_frame(qrows, rows, scores, level, "bm25"))
     return frames
 

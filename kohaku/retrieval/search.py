@@ -165,10 +165,13 @@ class Bm25Searcher:
     def count(self) -> int:
         return len(self.rows)
 
-    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(node rows, scores), each (nq, k); rows are -1 where fewer than k docs matched."""
+    def search(self, queries: Sequence[str], k: int, within: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(node rows, scores), each (nq, k); rows are -1 where fewer than k docs matched.
+        ``within``: only these labels (positions in the index) compete, restricted before the
+        top-k cut, so no hit is thrown away (retrieve.restrict_column)."""
         nq = len(queries)
-        k = min(k, self.count)
+        k = min(k, self.count if within is None else len(within))
         rows = np.full((nq, k), -1, np.int64)
         scores = np.zeros((nq, k), np.float32)
         if k == 0 or nq == 0:
@@ -177,13 +180,16 @@ class Bm25Searcher:
                                       show_progress=False)
         # Top-k over the documents that match at all: bm25s' own retrieve partitions the full
         # score vector, mostly zeros, which is ~8x slower; ties break by document order.
+        labels = self.rows if within is None else self.rows[within]
         for i, query in enumerate(ids):
             sc = np.asarray(self.retriever.get_scores(query), np.float32)
+            if within is not None:
+                sc = sc[within]
             hit = np.flatnonzero(sc > 0)
             if len(hit) > k:
                 hit = hit[np.argpartition(sc[hit], -k)[-k:]]
             hit = hit[np.lexsort((hit, -sc[hit]))]
-            rows[i, :len(hit)] = self.rows[hit]
+            rows[i, :len(hit)] = labels[hit]
             scores[i, :len(hit)] = sc[hit]
         return rows, scores
 
