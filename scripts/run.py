@@ -4,6 +4,8 @@ Examples:
   python scripts/run.py                                   # every stage on the sample corpus
   python scripts/run.py corpus=wattbot stages=[parse,tree]
   python scripts/run.py +experiment=cpu_smoke
+  python scripts/run.py task=short_answer corpus.questions=short_answer/questions.csv corpus.solutions=short_answer/answers.csv
+  python scripts/run.py +experiment=financebench          # another competition: its task and corpus
   python scripts/run.py -m retrieve.top_k=4,8 infer.prompt_order=context_first,question_first
   python scripts/run.py --cfg job                         # print the composed config
 
