@@ -29,11 +29,13 @@ evidence-text recall (kohaku.retrieval.gold) of the run's contexts; the solution
 optional.
 
 Retrieve again over a run's index (its parse, tree, embed and index stages), for the questions of
-any CSV or JSONL file, in the shared store (every document) and the single store (each question
+any CSV or JSONL file, in the shared store (every document, the document prior off), the prior
+store (every document, each question that names its documents searched within them:
+``retrieve.doc_prior``, over the run's corpus metadata) and the single store (each question
 restricted to the documents its ``--restrict-column`` names), at each budget:
 
     python scripts/eval_retrieval.py outputs/runs/<run> --retrieve --questions-file questions.jsonl \
-        --question-id financebench_id --restrict-column doc_name --stores shared single \
+        --question-id financebench_id --restrict-column doc_name --stores shared prior single \
         --budgets 2000 --task financebench     # or the --gold options
 
 Compare set-ups on the WattBot public questions (planner none; ``--planner rules``; the train
@@ -353,6 +355,7 @@ def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
     from dataclasses import replace
 
     from kohaku.config import build
+    from kohaku.corpus import read_metadata
     from kohaku.embedding import encode_texts, load_encoder
     from kohaku.planning import PlannerConfig, plan_queries
     from kohaku.retrieval.gold import gold_recall, recall_summary
@@ -383,17 +386,20 @@ def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
     dense, sparse, _ = load_searchers(stages["index"], nodes, None, emb)
     vectors = emb["vector"].rechunk().to_numpy()
     base = build(RetrieveConfig, {**config.get("retrieve", {}), "attempts": 1}, "retrieve")
+    doc_meta = read_metadata(root / config.get("corpus", {}).get("metadata", "metadata.csv"))
     out_dir = Path(args.out)
     rows = []
     for store in args.stores:
         if store == "single" and not args.restrict_column:
             raise SystemExit("--stores single needs --restrict-column COL (e.g. doc_name)")
+        prior = replace(base.doc_prior, enabled=store == "prior",
+                        mode="filter" if store == "prior" else base.doc_prior.mode)
         for budget in args.budgets:
-            cfg = replace(base, max_context_tokens=budget,
+            cfg = replace(base, max_context_tokens=budget, doc_prior=prior,
                           restrict_column=args.restrict_column if store == "single" else None)
             t0 = time.perf_counter()
             tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, progress=False,
-                                   questions=questions, vectors=vectors)
+                                   questions=questions, vectors=vectors, doc_meta=doc_meta)
             seconds = time.perf_counter() - t0
             per_q = gold_recall(tables["contexts"], nodes, gold, qids=questions["qid"].to_list())
             per_q.write_parquet(out_dir / f"gold_{store}_{budget}.parquet")
@@ -452,6 +458,8 @@ def default_variants() -> dict[str, dict[str, dict[str, Any]]]:
         "no-entities-docs": hier(evidence={"entity_weight": 0.0, "doc_weight": 0.0}),
         "no-dense-feature": hier(evidence={"dense_weight": 0.0}),
         "evidence-leaves": hier(evidence={"leaves": True}),
+        # the document prior (retrieve.doc_prior) off: every question searches every document
+        "no-prior": hier(doc_prior={"enabled": False}),
         "evidence-window": hier(evidence={"window_weight": 1.0}),
         "span-0.25": hier(span_share=0.25),
         "hier-dense": hier(bm25_weight=0.0),
@@ -564,7 +572,7 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
                 t0 = time.perf_counter()
                 out = run_retrieval(queries, nodes, qvecs, dense, sparse, rcfg, progress=False,
                                     questions=qtable, vectors=vectors, reranker=rr,
-                                    rerank_top_n=args.rerank_top_n)
+                                    rerank_top_n=args.rerank_top_n, doc_meta=metadata)
                 seconds = time.perf_counter() - t0
                 per_q = evaluate(out["contexts"], solutions, nodes, ranking=out["ranking"])
                 per_q.with_columns(pl.lit(label).alias("variant"), pl.lit(budget).alias("budget")
@@ -628,8 +636,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--questions-file", help="questions CSV or JSONL (relative: corpus.root first)")
     r.add_argument("--question-id", default="id", help="question id column (financebench_id)")
     r.add_argument("--question-column", default="question")
-    r.add_argument("--stores", nargs="+", choices=["shared", "single"], default=["shared"],
-                   help="shared: every document; single: retrieve.restrict_column=--restrict-column")
+    r.add_argument("--stores", nargs="+", choices=["shared", "prior", "single"], default=["shared"],
+                   help="shared: every document (retrieve.doc_prior off); prior: every document, "
+                        "retrieve.doc_prior on; single: retrieve.restrict_column=--restrict-column")
     r.add_argument("--restrict-column", help="questions column naming each question's documents")
     args = p.parse_args(argv)
     args.data_given = any(a == "--data" or a.startswith("--data=") for a in (argv or sys.argv[1:]))

@@ -26,6 +26,7 @@ from kohaku.config import ConfigError
 from kohaku.errors import KohakuError
 from kohaku.embedding import Encoder, encode_texts
 from kohaku.retrieval.context import ContextBuilder, RenderConfig
+from kohaku.retrieval.docprior import DocPriorConfig, question_priors
 from kohaku.retrieval.evidence import EvidenceConfig, EvidenceScorer
 from kohaku.retrieval.rerankers import Reranker, RerankerConfig, rerank_rows
 from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
@@ -80,6 +81,10 @@ class RetrieveConfig(RenderConfig):
     # may list several: ['a','b'] or a,b), e.g. doc_name for FinanceBench's single store;
     # null = every document (shared store)
     restrict_column: str | None = None
+    # the documents the question names (its metadata: company, title, year, period, type):
+    # each question that names one or a set searches only within them; a question naming none
+    # is ranked as without it (kohaku/retrieval/docprior.py); ignored with restrict_column
+    doc_prior: DocPriorConfig = field(default_factory=DocPriorConfig)
 
     def validate(self) -> None:
         if self.top_k < 1 or self.attempts < 1:
@@ -96,6 +101,7 @@ class RetrieveConfig(RenderConfig):
             raise ValueError("restrict_column must name a questions column, or be null")
         RenderConfig.validate(self)
         self.evidence.validate()
+        self.doc_prior.validate()
 
     def render(self) -> RenderConfig:
         return RenderConfig(**{f.name: getattr(self, f.name) for f in fields(RenderConfig)})
@@ -124,9 +130,10 @@ class RestrictError(KohakuError, ValueError):
 
 @dataclass
 class Restriction:
-    """The documents each question's retrieval may return (``retrieve.restrict_column``).
+    """The documents each question's retrieval may return (``retrieve.restrict_column``, or
+    ``retrieve.doc_prior``).
 
-    ``docs``: qid -> document ids; ``doc_ids``: the nodes' doc_id per node row; ``vectors``:
+    ``docs``: qid -> document ids (a question not in it searches every document); ``doc_ids``: the nodes' doc_id per node row; ``vectors``:
     the nodes' embeddings (row aligned) when loaded, else read back from the dense index."""
 
     docs: Mapping[str, tuple[str, ...]]
@@ -173,13 +180,18 @@ def _level_vectors(searcher: object, labels: np.ndarray, vectors: np.ndarray | N
 
 def _restricted_frames(queries: pl.DataFrame, qvecs: np.ndarray, dense: Mapping[int, object],
                        sparse: Mapping[int, object], k_dense: int, k_bm25: int, use_bm25: bool,
-                       restrict: Restriction) -> list[pl.DataFrame]:
+                       restrict: Restriction) -> tuple[list[pl.DataFrame], np.ndarray]:
     """Hits of queries whose questions share a document set, searched within those documents:
     exact inner product over the set's rows of each level (a document's rows are few; no hnsw
-    graph walk that would have to skip the other documents) and BM25 over the same rows."""
+    graph walk that would have to skip the other documents) and BM25 over the same rows.
+    Returns (frames, the rows of the queries whose question has no restriction)."""
     groups: dict[tuple[str, ...], list[int]] = {}
+    rest: list[int] = []
     for i, qid in enumerate(queries["qid"].cast(pl.String)):
-        groups.setdefault(restrict.docs[qid], []).append(i)
+        if qid in restrict.docs:
+            groups.setdefault(restrict.docs[qid], []).append(i)
+        else:
+            rest.append(i)
     texts = queries["query"].to_list()
     frames = []
     for docs, members in groups.items():
@@ -196,7 +208,7 @@ def _restricted_frames(queries: pl.DataFrame, qvecs: np.ndarray, dense: Mapping[
                 labels = np.flatnonzero(mask[searcher.rows])
                 rows, scores = searcher.search([texts[i] for i in members], k_bm25, within=labels)
                 frames.append(_hit_frame(qrows, rows, scores, level, "bm25"))
-    return frames
+    return frames, np.asarray(rest, np.int64)
 
 
 def search_hits(
@@ -214,14 +226,16 @@ def search_hits(
     qrows = np.arange(queries.height)
     frames = []
     if restrict is not None:
-        frames = _restricted_frames(queries, qvecs, dense, sparse, k_dense, k_bm25, use_bm25,
-                                    restrict)
-    else:
+        frames, qrows = _restricted_frames(queries, qvecs, dense, sparse, k_dense, k_bm25,
+                                           use_bm25, restrict)
+    if qrows.size:  # every document (the questions without a restriction)
+        whole = qrows.size == queries.height
         for level, searcher in dense.items():
-            rows, scores = searcher.search(qvecs, k_dense)
+            rows, scores = searcher.search(qvecs if whole else qvecs[qrows], k_dense)
             frames.append(_hit_frame(qrows, rows, scores, level, "dense"))
         if use_bm25:
             texts = queries["query"].to_list()
+            texts = texts if whole else [texts[i] for i in qrows]
             for level, searcher in sparse.items():
                 rows, scores = searcher.search(texts, k_bm25)
                 frames.append(_hit_frame(qrows, rows, scores, level, "bm25"))
@@ -346,11 +360,16 @@ def run_retrieval(
     rerank_top_n: int = 30,
     rerank_chars: int = 1200,
     timings: dict[str, float] | None = None,
+    doc_meta: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Pure retrieval over prepared searchers; ``qvecs`` rows align with ``queries`` rows.
 
     With ``cfg.restrict_column`` each question searches only the documents that column of
     ``questions`` names (:func:`question_documents`; exact search within them).
+
+    Else with ``cfg.doc_prior`` on and ``doc_meta`` (the corpus metadata: id, title, year,
+    company, ...) each question that names documents searches only within them
+    (kohaku.retrieval.docprior); the others search every document.
 
     ``questions`` (qid, question, answer_unit) and ``vectors`` (the nodes' embeddings, row
     aligned) feed the evidence rescoring (``cfg.evidence``); without them query 0 stands for
@@ -375,6 +394,13 @@ def run_retrieval(
         if unknown:
             raise RestrictError(f"question(s) {sorted(unknown)[:5]} of the plan are not in the "
                                 "questions table that retrieve.restrict_column reads")
+    elif cfg.doc_prior.active and doc_meta is not None and questions is not None:
+        docs = question_priors(questions, doc_meta, cfg.doc_prior,
+                               nodes["doc_id"].cast(pl.String).unique().to_list())
+        log.info("doc_prior: %d of %d questions name their documents (searched within them)",
+                 len(docs), questions.height)
+        if docs:
+            restrict = Restriction(docs, nodes["doc_id"].cast(pl.String), vectors)
     raw = search_hits(queries, qvecs, dense, sparse, k_max, kb_max, use_bm25, restrict)
     clock.lap("search")
     view = view or TreeView(nodes)
@@ -438,11 +464,13 @@ def retrieve(
     questions: pl.DataFrame | None = None,
     reranker: Reranker | None = None,
     rerank_cfg: RerankerConfig | None = None,
+    doc_meta: pl.DataFrame | None = None,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
     """Load the index in ``index_dir``, encode the queries, retrieve: (tables, summary).
 
     ``questions`` (qid, question, answer_unit) feeds the evidence rescoring and the reranker
-    (``reranker`` built from ``rerank_cfg``)."""
+    (``reranker`` built from ``rerank_cfg``); ``doc_meta`` (the corpus metadata) the document
+    prior (``cfg.doc_prior``)."""
     t0 = time.perf_counter()
     need_vectors = cfg.evidence.enabled and cfg.evidence.dense_weight != 0
     embeddings = (load_embeddings() if read_meta(index_dir)["kind"] == "exact" or need_vectors
@@ -463,7 +491,7 @@ def retrieve(
     phases: dict[str, float] = {}
     tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, questions=questions,
                            vectors=vectors, reranker=reranker, rerank_top_n=rk.top_n,
-                           rerank_chars=rk.max_passage_chars, timings=phases)
+                           rerank_chars=rk.max_passage_chars, timings=phases, doc_meta=doc_meta)
     t3 = time.perf_counter()
     c0 = tables["contexts"].filter(pl.col("attempt") == 0)
     log.info("retrieved %d questions x %d attempts: encode %.1fs, search+contexts %.1fs (%s)",

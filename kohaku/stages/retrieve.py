@@ -1,5 +1,6 @@
 """retrieve stage: plan queries + tree + index (+ the questions, for the evidence rescoring, a
-reranker and ``retrieve.restrict_column``) -> ``hits``, ``ranking``, ``contexts``
+reranker, ``retrieve.restrict_column`` and the document prior ``retrieve.doc_prior``, which
+also reads the corpus metadata, corpus.metadata) -> ``hits``, ``ranking``, ``contexts``
 (kohaku.retrieval.retrieve; the contexts table carries its blocks and their document ids).
 
 When the task has gold evidence (``task.gold``, kohaku.retrieval.gold.GoldSpec; skipped when
@@ -15,6 +16,7 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from kohaku.config import ConfigError, build
+from kohaku.corpus import CorpusFileNotFound, read_metadata
 from kohaku.embedding import EmbedConfig, load_encoder
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
@@ -34,6 +36,29 @@ def _reranker(ctx: StageContext, rcfg: RerankerConfig):
     return None
 
 
+def _doc_meta(ctx: StageContext, cfg: RetrieveConfig) -> pl.DataFrame | None:
+    """The corpus metadata (every column of metadata.csv: company, doc_period, ...) for the
+    document prior; the parse stage's documents table (id, title, year, type) without it."""
+    if not cfg.doc_prior.active or cfg.restrict_column:
+        return None
+    path = _metadata_path(ctx.cfg)
+    if path is not None:
+        try:
+            return read_metadata(path)
+        except CorpusFileNotFound:
+            pass
+    return ctx.table("parse", "documents")
+
+
+def _metadata_path(cfg: DictConfig) -> Path | None:
+    root = OmegaConf.select(cfg, "corpus.root", default=None)
+    meta = OmegaConf.select(cfg, "corpus.metadata", default="metadata.csv")
+    if root is None or not meta:
+        return None
+    path = Path(str(meta)).expanduser()
+    return path if path.is_absolute() else Path(str(root)).expanduser() / path
+
+
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     cfg: RetrieveConfig = ctx.config("retrieve")
     ecfg: EmbedConfig = ctx.config("embed")
@@ -44,8 +69,9 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
         ctx.table("plan", "queries"), ctx.table("tree", "nodes"), ctx.path("index"), encoder, cfg,
         ctx.cache_dir if ecfg.cache else None, lambda: ctx.table("embed", "embeddings"), ctx.log,
         questions=(ctx.table("questions", "questions")
-                   if cfg.evidence.enabled or rcfg.enabled or cfg.restrict_column else None),
-        reranker=reranker, rerank_cfg=rcfg,
+                   if cfg.evidence.enabled or rcfg.enabled or cfg.restrict_column
+                   or cfg.doc_prior.active else None),
+        reranker=reranker, rerank_cfg=rcfg, doc_meta=_doc_meta(ctx, cfg),
     )
     summary.update(_gold_figures(ctx, tables))
     if isinstance(reranker, LLMReranker):
@@ -81,15 +107,17 @@ def _gold_figures(ctx: StageContext, tables: dict[str, pl.DataFrame]) -> dict:
 
 
 def gold_files(cfg: DictConfig) -> list[Path]:
-    """file_inputs: the task's gold evidence file (its content is part of the key)."""
+    """file_inputs: the task's gold evidence file and the corpus metadata (the document prior
+    reads it; their content is part of the key)."""
     spec = _gold_spec(cfg)
     path = gold_path(spec, str(OmegaConf.select(cfg, "corpus.root", default="."))) if spec else None
-    return [path] if path is not None and path.is_file() else []
+    meta = _metadata_path(cfg)
+    return [p for p in (path, meta) if p is not None and p.is_file()]
 
 
 STAGE = Stage(
     name="retrieve",
-    version="5",  # 5: restrict_column, gold recall in the summary; 4: evidence rescoring and
+    version="6",  # 6: doc_prior (the corpus metadata in); 5: restrict_column, gold recall in the summary; 4: evidence rescoring and
     # rerankers (questions in); 3: contexts carry blocks
     inputs=("plan", "tree", "embed", "index", "questions", "parse"),  # parse: gold page checks
     # task.gold: the gold figures of the summary (the gold file's content is a file input)
