@@ -510,10 +510,16 @@ class ScoreConfig:
 
     variant: str = "wattbot"  # wattbot (competition file) | wattbot-recall (UI fork scorer)
     subset: bool = False  # score only questions present in the submission (question subsets)
+    # the LLM judge's model (a task metric llm_judge): an llm config such as
+    # {name: judge, backend: openai, model: ...}; null: the run's llm
+    judge_llm: Any = None
 
     def validate(self) -> None:
         if self.variant not in VARIANTS:
             raise ConfigError(f"score.variant='{self.variant}'; use one of {', '.join(VARIANTS)}")
+        if self.judge_llm is not None and not (isinstance(self.judge_llm, dict) and "backend" in self.judge_llm):
+            raise ConfigError(f"score.judge_llm={self.judge_llm!r}: give an llm config with at least "
+                              "'backend' (and name, model), e.g. {name: judge, backend: fake}, or null")
 
 
 # The scores table when there is nothing to score (corpus.solutions=null).

@@ -42,10 +42,11 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
         ctx.report(skipped="no solutions")
         return {"scores": pl.DataFrame(schema=EMPTY_SCORES)}
     loaded = {}
+    judge_llm = cfg.judge_llm or ctx.section("llm")    # score.judge_llm, else the run's llm
 
     def backend():   # loaded only when a metric needs a model (the LLM judge)
         if "llm" not in loaded:
-            loaded["llm"] = ctx.services.get("llm", ctx.section("llm"), load_backend)
+            loaded["llm"] = ctx.services.get("llm", judge_llm, load_backend)
         return loaded["llm"]
 
     cache = None
