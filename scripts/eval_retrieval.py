@@ -566,6 +566,7 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
         vectors = emb["vector"].rechunk().to_numpy()
         runs = [(name, None)] + ([(f"{name}+cross-encoder", reranker)] if reranker else [])
         for label, rr in runs:
+            fname = label.replace("/", "_")  # a variant hier/x: one file name
             for budget in args.budgets:
                 rcfg = build(RetrieveConfig, {**spec.get("retrieve", {}), "max_context_tokens": budget},
                              "retrieve")
@@ -576,13 +577,13 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
                 seconds = time.perf_counter() - t0
                 per_q = evaluate(out["contexts"], solutions, nodes, ranking=out["ranking"])
                 per_q.with_columns(pl.lit(label).alias("variant"), pl.lit(budget).alias("budget")
-                                   ).write_parquet(Path(args.out) / f"per_question_{label}_{budget}.parquet")
+                                   ).write_parquet(Path(args.out) / f"per_question_{fname}_{budget}.parquet")
                 rows.append({"variant": label, "budget": budget, **summarise(per_q),
                              "retrieve_s": round(seconds, 2)})
                 log.info("%s @%d: %s", label, budget, rows[-1])
                 if budget == args.kind_budget:
                     print(f"\n{label} @ {budget} tokens, by answer kind:")
-                    print_and_save(by_kind(per_q), Path(args.out) / f"kinds_{label}_{budget}.csv")
+                    print_and_save(by_kind(per_q), Path(args.out) / f"kinds_{fname}_{budget}.csv")
     return pl.DataFrame(rows)
 
 

@@ -182,3 +182,31 @@ def test_restrict_column_takes_precedence(tmp_path: Path):
                         RetrieveConfig(top_k=4, attempts=1, restrict_column="doc_name"),
                         progress=False, questions=q, vectors=vectors, doc_meta=META)
     assert {n.split("#")[0] for n in out["hits"]["node_id"].to_list()} == {"ACME_2018_10K"}
+
+
+def test_retrieve_stage_reads_the_corpus_metadata(tmp_path: Path):
+    """The stage reads corpus.root/corpus.metadata (a file input of its key) for the prior: a
+    question naming a company searches only its document; prior off searches every one."""
+    from test_retrieve import _run_stage, _stage_dirs
+    from omegaconf import OmegaConf
+
+    from kohaku.stages import retrieve as retrieve_stage
+
+    dirs = _stage_dirs(tmp_path, "exact")
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "metadata.csv").write_text("id,type,title,year,citation,url,company\n"
+                                       "alpha,report,Hydro annual report,2024,,,Hydro Inc\n"
+                                       "beta,report,GPU annual report,2024,,,GPU\n")
+    cfg = {"corpus": {"root": str(root), "metadata": "metadata.csv"}}
+    assert retrieve_stage.gold_files(OmegaConf.create(cfg)) == [root / "metadata.csv"]
+    tables, _ = _run_stage(tmp_path, dirs, {"kind": "none"}, extra=cfg)
+    docs = {n.split("#")[0] for n in tables["hits"].filter(pl.col("qid") == "q2")["node_id"]}
+    assert docs == {"beta"}  # "embodied carbon per GPU" names the company GPU
+    (dirs["out"]).mkdir(exist_ok=True)
+    off, _ = _run_stage(tmp_path, dirs, {"kind": "none"},
+                        extra={**cfg, "retrieve": {"doc_prior": {"enabled": False}}})
+    assert {n.split("#")[0] for n in off["hits"]["node_id"]} == {"alpha", "beta"}
+    # q1 names nothing: the same hits either way
+    assert tables["hits"].filter(pl.col("qid") == "q1").equals(
+        off["hits"].filter(pl.col("qid") == "q1"))

@@ -241,12 +241,17 @@ def _stage_dirs(tmp_path: Path, kind: str) -> dict[str, Path]:
     return dirs
 
 
-def _run_stage(tmp_path: Path, dirs: dict[str, Path], reranker: dict) -> tuple[dict, StageContext]:
+def _run_stage(tmp_path: Path, dirs: dict[str, Path], reranker: dict,
+               extra: dict | None = None) -> tuple[dict, StageContext]:
+    """``extra``: more config (corpus.root for the document prior; retrieve keys merged)."""
+    extra = dict(extra or {})
     cfg = OmegaConf.create({
-        "retrieve": {"top_k": 3, "attempts": 2, "max_context_tokens": 80},
+        "retrieve": {"top_k": 3, "attempts": 2, "max_context_tokens": 80,
+                     **extra.pop("retrieve", {})},
         "embed": {"model": "hash:32"},
         "reranker": reranker,
         "cache": {"dir": str(tmp_path / "cache")},
+        **extra,
     })
     ctx = StageContext(retrieve_stage.STAGE, cfg, {k: v for k, v in dirs.items() if k != "out"},
                        dirs["out"], Services(), logging.getLogger("t"))

@@ -47,7 +47,7 @@ def _doc_meta(ctx: StageContext, cfg: RetrieveConfig) -> pl.DataFrame | None:
             return read_metadata(path)
         except CorpusFileNotFound:
             pass
-    return ctx.table("parse", "documents")
+    return ctx.table("parse", "documents") if "parse" in ctx.input_dirs else None
 
 
 def _metadata_path(cfg: DictConfig) -> Path | None:
