@@ -40,6 +40,14 @@ def test_company_and_year_pick_the_document():
     assert docs("What is the FY2018 capital expenditure of 3M?") == ("3M_2018_10K",)
 
 
+def test_several_years_keep_the_latest_filing():
+    assert docs("How did Globex's revenue change from FY2018 to FY2019?") == ("GLOBEX_2019_10K",)
+    assert docs("How did Globex's revenue change from FY2018 to FY2019?", latest_year=False) == (
+        "GLOBEX_2018_10K", "GLOBEX_2019_10K")
+    # the latest year a named document has: 2020 is in no Globex filing
+    assert docs("Globex revenue in 2018 vs 2020?") == ("GLOBEX_2018_10K",)
+
+
 def test_company_only_gets_all_its_documents():
     assert docs("How did Globex fund its buybacks?") == ("GLOBEX_2018_10K", "GLOBEX_2019_10K")
     # a year the corpus lacks for that company narrows nothing

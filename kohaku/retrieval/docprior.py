@@ -16,7 +16,9 @@ restricted to (``retrieve.doc_prior``; kohaku.retrieval.retrieve reuses the
    prior.
 2. Years (``year_fields``, e.g. doc_period, year; "FY2018", "FY18", "fiscal 2018", "2018",
    "Q2 2023", "2023Q2", "Q2 FY2023"): among the named documents, those whose year the question
-   names; none -> all the named documents stay (a year the corpus lacks narrows nothing).
+   names; none -> all the named documents stay (a year the corpus lacks narrows nothing). A
+   question naming several years keeps the latest of them that a named document has
+   (``latest_year``: a filing compares its year with the earlier ones).
 3. Quarters ("Q2 2023", "2023Q2", "second quarter") and document types (``type_fields``, e.g.
    doc_type: "10-K", "10-Q", "8-K"; other type values as whole words, e.g. "earnings") narrow
    the same way, each only when it leaves a document.
@@ -78,6 +80,9 @@ class DocPriorConfig:
     # case-sensitively ("MGM" of "MGM Resorts") and the initials of a name of 3+ words or with
     # '&' ("JnJ", "J&J" of "Johnson & Johnson"); not titles (a title's "ML" is no name)
     alias_fields: list[str] = field(default_factory=lambda: ["company"])
+    # a question naming several years ("FY2023 vs FY2022") keeps the documents of the latest
+    # named year the corpus has (a filing reports its year against the earlier ones)
+    latest_year: bool = True
     # a question naming more documents than this is left unrestricted (0 = no cap)
     max_docs: int = 0
     # entity values shorter than this (characters, without spaces) are not matched
@@ -205,6 +210,9 @@ class DocPrior:
             return (best,) if best is not None else None
         years = question_years(question)
         named = _narrow(named, lambda d: bool(d.years & years)) if years else named
+        if self.cfg.latest_year and len(years) > 1:  # FY2023 vs FY2022: the 2023 filing
+            latest = max((y for d in named for y in d.years & years), default=None)
+            named = _narrow(named, lambda d: latest in d.years)
         quarters = question_quarters(question)
         named = _narrow(named, lambda d: bool(d.quarters & quarters)) if quarters else named
         tokset = set(tokens)
