@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import re
+import string
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence
@@ -88,6 +89,10 @@ class EmbedConfig:
     # levels encoded from their own text when parents=direct (others are weighted means)
     direct_levels: list[int] = field(default_factory=lambda: [0, 1, 2])
     cache: bool = True  # reuse encodings from <cache.dir>/encodings/<model-hash>/
+    # document context prepended to each encoded text ("contextual retrieval"): none (the text
+    # alone) | title ("<title>\n") | title_section ("<title> | <section path>\n") | a format
+    # string with fields {title}, {section}, {doc_id}, e.g. "{title} ({doc_id}) - {section}\n"
+    context: str = "none"
 
     def validate(self) -> None:
         if self.parents not in AGGREGATES:
@@ -102,6 +107,7 @@ class EmbedConfig:
             raise ValueError(f"batch_tokens={self.batch_tokens}: use 0 (off) or a token budget >= 1")
         if self.query_prompt is not None and self.query_prompt_name is not None:
             raise ValueError("set query_prompt or query_prompt_name, not both")
+        context_template(self.context)
         if self.document_prompt is not None and self.document_prompt_name is not None:
             raise ValueError("set document_prompt or document_prompt_name, not both")
 
@@ -525,6 +531,68 @@ def encode_texts(
 
 
 # ---------------------------------------------------------------------------------------------
+# document context ("contextual retrieval"): each node's text carries its document's title and
+# its section path, so a passage of a shared store says which filing and section it comes from
+
+CONTEXTS = {"none": None, "title": "{title}\n", "title_section": "{title} | {section}\n"}
+CONTEXT_FIELDS = ("title", "section", "doc_id")
+
+
+def context_template(spec: str, key: str = "embed.context") -> str | None:
+    """The format string of a context setting (None for ``none``); ValueError naming ``key``
+    for an unknown name or a format field other than {title}, {section}, {doc_id}."""
+    if spec in CONTEXTS:
+        return CONTEXTS[spec]
+    if "{" not in str(spec):
+        raise ValueError(f"{key}={spec!r}: use none, title, title_section or a format string "
+                         "with {title}, {section}, {doc_id}")
+    try:
+        names = [f for _, f, _, _ in string.Formatter().parse(spec) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"{key}={spec!r}: not a format string ({exc})") from exc
+    bad = sorted({n for n in names if n not in CONTEXT_FIELDS})
+    if bad:
+        raise ValueError(f"{key}={spec!r}: unknown field(s) {', '.join(bad)}; fields: "
+                         f"{', '.join(CONTEXT_FIELDS)}")
+    return spec
+
+
+def context_texts(nodes: pl.DataFrame, spec: str = "none", key: str = "embed.context") -> list[str]:
+    """Each node's text with its document context in front (``spec``: see EmbedConfig.context).
+
+    ``none`` gives the texts unchanged. Otherwise a node below the document gets the prefix the
+    template makes of its document's title (the level-0 node's text, else the doc_id), its
+    ``section`` path (blank where it only repeats the title; ``title_section`` then writes the
+    title alone) and doc_id; a document node gets its context line alone (title and doc_id,
+    no section), so it is matched by what names the document."""
+    texts = nodes["text"].cast(pl.String).fill_null("").to_list()
+    template = context_template(spec, key)
+    if template is None or nodes.height == 0:
+        return texts
+    doc_ids = nodes["doc_id"].cast(pl.String).fill_null("").to_list()
+    levels = nodes["level"].to_list()
+    sections = (nodes["section"].cast(pl.String).fill_null("").to_list()
+                if "section" in nodes.columns else [""] * nodes.height)
+    titles: dict[str, str] = {}
+    for doc, level, text in zip(doc_ids, levels, texts):
+        if level == 0 and text.strip():
+            titles.setdefault(doc, " ".join(text.split()))
+    bare = CONTEXTS["title"] if spec == "title_section" else template
+    out = []
+    for doc, level, section, text in zip(doc_ids, levels, sections, texts):
+        title = titles.get(doc) or doc
+        section = " ".join(section.split())
+        if section == title:
+            section = ""
+        if level == 0:
+            out.append(" ".join(bare.format(title=title, section="", doc_id=doc).split()))
+            continue
+        fmt = bare if not section else template
+        out.append(fmt.format(title=title, section=section, doc_id=doc) + text)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # the tree's vectors: leaves encoded, parents aggregated bottom-up
 
 
@@ -536,7 +604,10 @@ def embed_nodes(
     stats: EncodeStats | None = None,
     progress: bool = True,
 ) -> pl.DataFrame:
-    """The ``embeddings`` table (node_id, level, vector) for ``nodes``, in the same row order."""
+    """The ``embeddings`` table (node_id, level, vector) for ``nodes``, in the same row order.
+    The encoded texts carry ``cfg.context`` (:func:`context_texts`); with a context a document
+    node's vector also takes its context line's encoding (its title, unless it is encoded
+    directly from that line)."""
     stats = stats if stats is not None else EncodeStats()
     if nodes.height == 0:
         return pl.DataFrame(
@@ -547,6 +618,7 @@ def embed_nodes(
     prow, has_children = node_arrays(nodes)
     levels = nodes["level"].to_numpy().astype(np.int64)
     texts = nodes["text"].fill_null("").to_list()
+    encoded = context_texts(nodes, cfg.context)  # the texts themselves when context is none
     encode_mask = ~has_children
     if cfg.parents == "direct":
         nonempty = np.array([bool(t.strip()) for t in texts])
@@ -554,7 +626,7 @@ def embed_nodes(
     rows = np.flatnonzero(encode_mask)
     vectors = np.zeros((nodes.height, encoder.dim), np.float32)
     vectors[rows] = encode_texts(
-        encoder, [texts[i] for i in rows], "document", cache_root, cfg.chunk_size, progress, stats
+        encoder, [encoded[i] for i in rows], "document", cache_root, cfg.chunk_size, progress, stats
     )
     if "n_tokens" in nodes.columns:
         weights = nodes["n_tokens"].fill_null(1).to_numpy()
@@ -562,6 +634,13 @@ def embed_nodes(
         weights = np.array([max(len(t.split()), 1) for t in texts])
     mode = "weighted" if cfg.parents == "direct" else cfg.parents
     vectors = aggregate_parents(prow, levels, weights, vectors, encode_mask, mode)
+    docs = np.flatnonzero((levels == 0) & ~encode_mask)
+    if cfg.context != "none" and len(docs):
+        # a document node matches its title and metadata as well as what its leaves say: the
+        # mean of the aggregate and its context line's encoding
+        named = encode_texts(encoder, [encoded[i] for i in docs], "document", cache_root,
+                             cfg.chunk_size, progress, stats)
+        vectors[docs] = l2_normalise(vectors[docs] + named)
     return pl.DataFrame(
         {
             "node_id": nodes["node_id"],

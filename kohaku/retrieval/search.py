@@ -16,6 +16,8 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
+from kohaku.embedding import context_template, context_texts
+
 log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
 
@@ -41,6 +43,9 @@ class IndexConfig:
     bm25_k1: float = 1.5  # BM25 term-frequency saturation
     bm25_b: float = 0.75  # BM25 length normalisation
     bm25_method: str = "lucene"  # lucene | robertson | atire | bm25l | bm25+
+    # document context in the BM25 text of each node, as embed.context: none | title |
+    # title_section | a format string with {title}, {section}, {doc_id}
+    bm25_context: str = "none"
 
     def validate(self) -> None:
         if self.kind not in ("hnsw", "exact"):
@@ -49,6 +54,7 @@ class IndexConfig:
             raise ValueError("levels must name at least one tree level (3 sentence .. 0 document)")
         if self.M < 2 or self.ef_construction < 1 or self.ef < 1:
             raise ValueError("M >= 2, ef_construction >= 1 and ef >= 1 are required")
+        context_template(self.bm25_context, "index.bm25_context")
 
 
 # ----------------------------------------------------------------------------------------- dense
@@ -241,7 +247,7 @@ def write_index(
                          "same order; recompute the embed stage (force=[embed])")
     vectors = embeddings["vector"].rechunk().to_numpy()
     dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
-    texts = nodes["text"].fill_null("").to_list()
+    texts = context_texts(nodes, cfg.bm25_context, "index.bm25_context") if cfg.bm25 else []
     meta: dict = {"kind": cfg.kind, "space": "ip", "dim": dim, "levels": list(cfg.levels),
                   "ef": cfg.ef, "counts": {}, "bm25": bool(cfg.bm25),
                   "bm25_stemmer": cfg.bm25_stemmer if _stemmer(cfg.bm25_stemmer) else None}

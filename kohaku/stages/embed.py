@@ -2,13 +2,17 @@
 
 Leaves are encoded, parents aggregated bottom-up; encodings are cached per (model, text) under
 ``<cache.dir>/encodings/`` so re-embedding a grown corpus only encodes the new texts.
+``embed.context`` (default none) puts each node's document title and section path in front of
+the text encoded (kohaku.embedding.context_texts); the encodings are keyed by that text.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import polars as pl
+from omegaconf import DictConfig
 
 from kohaku.embedding import EmbedConfig, EncodeStats, embed_nodes, load_encoder
 from kohaku.stage import Stage, StageContext
@@ -31,6 +35,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
         dim=encoder.dim,
         n_nodes=table.height,
         parents=cfg.parents,
+        context=cfg.context,
         encode_seconds=round(seconds, 3),
         texts_per_s=round(stats.n_encoded / seconds, 1) if stats.n_encoded and seconds else None,
         **stats.as_dict(),
@@ -38,7 +43,21 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     return {"embeddings": table}
 
 
-STAGE = Stage(
+@dataclass(frozen=True)
+class EmbedStage(Stage):
+    """The embed key leaves out what cannot change the vectors' meaning: ``context`` while it is
+    ``none`` (so adding the key kept every earlier embed key) and ``torch_threads``."""
+
+    def config_slice(self, cfg: DictConfig) -> dict:
+        slice_ = super().config_slice(cfg)
+        embed = dict(slice_["embed"])
+        if embed.get("context") == "none":
+            del embed["context"]
+        embed["torch_threads"] = 0
+        return {**slice_, "embed": embed}
+
+
+STAGE = EmbedStage(
     name="embed",
     version="1",
     inputs=("tree",),

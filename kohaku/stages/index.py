@@ -8,8 +8,10 @@ Kind ``exact`` stores no vectors: retrieve searches the embed stage's table dire
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import polars as pl
+from omegaconf import DictConfig
 
 from kohaku.retrieval.search import IndexConfig, write_index
 from kohaku.stage import Stage, StageContext
@@ -23,11 +25,24 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     ctx.log.info("index %s over levels %s: %s nodes in %.1fs", cfg.kind, cfg.levels,
                  meta["counts"], seconds)
     ctx.report(kind=cfg.kind, dim=meta["dim"], counts=meta["counts"], bm25=meta["bm25"],
-               bm25_stemmer=meta["bm25_stemmer"], build_seconds=round(seconds, 3))
+               bm25_stemmer=meta["bm25_stemmer"], bm25_context=cfg.bm25_context,
+               build_seconds=round(seconds, 3))
     return {}
 
 
-STAGE = Stage(
+@dataclass(frozen=True)
+class IndexStage(Stage):
+    """``bm25_context`` is in the key only when set (none kept every earlier index key)."""
+
+    def config_slice(self, cfg: DictConfig) -> dict:
+        slice_ = super().config_slice(cfg)
+        index = dict(slice_["index"])
+        if index.get("bm25_context") == "none":
+            del index["bm25_context"]
+        return {**slice_, "index": index}
+
+
+STAGE = IndexStage(
     name="index",
     version="1",
     inputs=("tree", "embed"),
