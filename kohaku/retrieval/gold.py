@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ import polars as pl
 
 from kohaku.csvfile import read_csv_strings
 from kohaku.errors import KohakuError
+
+log = logging.getLogger("kohaku.retrieve")
 
 CONTAINMENT = 0.8  # evidence-text recall: share of the evidence's 8-grams found in the context
 NGRAM = 8
@@ -357,3 +360,19 @@ def gold_summary(contexts: pl.DataFrame, nodes: pl.DataFrame, gold: pl.DataFrame
     """:func:`recall_summary` of :func:`gold_recall`, keys prefixed ``gold_`` (for a summary)."""
     figures = recall_summary(gold_recall(contexts, nodes, gold, attempt, qids))
     return {f"gold_{k}" if not k.startswith("gold_") else k: v for k, v in figures.items()}
+
+
+def gold_figures(spec: GoldSpec, root: str | Path, contexts: pl.DataFrame, nodes: pl.DataFrame,
+                 documents: pl.DataFrame, qids: Iterable[str]) -> dict[str, Any]:
+    """The retrieve stage's gold figures (:func:`gold_summary`) from the task's gold file: {}
+    with a warning when the file is missing (evaluation only: retrieval goes on); a gold page
+    outside its document raises (file, row, document, its page count)."""
+    path = gold_path(spec, root)
+    if path is None or not path.is_file():
+        log.warning("task.gold.file %s not found; no gold recall", path)
+        return {}
+    gold = read_gold(spec, root)
+    check_gold_pages(gold, documents, path, spec.page_base)
+    figures = gold_summary(contexts, nodes, gold, qids=qids)
+    log.info("gold evidence (%s): %s", spec.file, figures)
+    return figures

@@ -16,11 +16,11 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from kohaku.config import ConfigError, build
-from kohaku.corpus import CorpusFileNotFound, read_metadata
+from kohaku.corpus import CorpusConfig, CorpusFileNotFound, read_metadata
 from kohaku.embedding import EmbedConfig, load_encoder
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
-from kohaku.retrieval.gold import GoldSpec, check_gold_pages, gold_path, gold_summary, read_gold
+from kohaku.retrieval.gold import GoldSpec, gold_figures, gold_path
 from kohaku.retrieval.rerankers import LLMReranker, RerankerConfig, load_reranker
 from kohaku.retrieval.retrieve import RetrieveConfig, retrieve
 from kohaku.stage import Stage, StageContext, plain
@@ -53,10 +53,7 @@ def _doc_meta(ctx: StageContext, cfg: RetrieveConfig) -> pl.DataFrame | None:
 def _metadata_path(cfg: DictConfig) -> Path | None:
     root = OmegaConf.select(cfg, "corpus.root", default=None)
     meta = OmegaConf.select(cfg, "corpus.metadata", default="metadata.csv")
-    if root is None or not meta:
-        return None
-    path = Path(str(meta)).expanduser()
-    return path if path.is_absolute() else Path(str(root)).expanduser() / path
+    return CorpusConfig(root=str(root), metadata=str(meta)).metadata_path if root is not None and meta else None
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
@@ -73,7 +70,11 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
                    or cfg.doc_prior.active else None),
         reranker=reranker, rerank_cfg=rcfg, doc_meta=_doc_meta(ctx, cfg),
     )
-    summary.update(_gold_figures(ctx, tables))
+    gold = _gold_spec(ctx.cfg)
+    if gold is not None and gold.file:
+        summary.update(gold_figures(
+            gold, ctx.section("corpus.root"), tables["contexts"], ctx.table("tree", "nodes"),
+            ctx.table("parse", "documents"), ctx.table("questions", "questions")["qid"].cast(pl.String).to_list()))
     if isinstance(reranker, LLMReranker):
         summary.update({f"rerank_{k}": v for k, v in reranker.counters.as_dict().items()},
                        rerank_invalid=reranker.invalid)
@@ -90,22 +91,6 @@ def _gold_spec(cfg: DictConfig) -> GoldSpec | None:
     return build(GoldSpec, value, "task.gold") if value else None
 
 
-def _gold_figures(ctx: StageContext, tables: dict[str, pl.DataFrame]) -> dict:
-    spec = _gold_spec(ctx.cfg)
-    if spec is None or not spec.file:
-        return {}
-    root = ctx.section("corpus.root")
-    if not gold_path(spec, root).is_file():  # evaluation only: retrieval goes on without it
-        ctx.log.warning("task.gold.file %s not found; no gold recall", gold_path(spec, root))
-        return {}
-    gold = read_gold(spec, root)
-    check_gold_pages(gold, ctx.table("parse", "documents"), gold_path(spec, root), spec.page_base)
-    questions = ctx.table("questions", "questions")["qid"].cast(pl.String).to_list()
-    figures = gold_summary(tables["contexts"], ctx.table("tree", "nodes"), gold, qids=questions)
-    ctx.log.info("gold evidence (%s): %s", spec.file, figures)
-    return figures
-
-
 def gold_files(cfg: DictConfig) -> list[Path]:
     """file_inputs: the task's gold evidence file and the corpus metadata (the document prior
     reads it; their content is part of the key)."""
@@ -117,8 +102,9 @@ def gold_files(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="retrieve",
-    version="6",  # 6: doc_prior (the corpus metadata in); 5: restrict_column, gold recall in the summary; 4: evidence rescoring and
-    # rerankers (questions in); 3: contexts carry blocks
+    # 6: doc_prior (the corpus metadata in); 5: restrict_column, gold recall in the summary;
+    # 4: evidence rescoring and rerankers (questions in); 3: contexts carry blocks
+    version="6",
     inputs=("plan", "tree", "embed", "index", "questions", "parse"),  # parse: gold page checks
     # task.gold: the gold figures of the summary (the gold file's content is a file input)
     config_keys=("retrieve", "embed", "reranker", "task.gold"),
