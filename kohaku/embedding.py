@@ -91,7 +91,9 @@ class EmbedConfig:
     cache: bool = True  # reuse encodings from <cache.dir>/encodings/<model-hash>/
     # document context prepended to each encoded text ("contextual retrieval"): none (the text
     # alone) | title ("<title>\n") | title_section ("<title> | <section path>\n") | a format
-    # string with fields {title}, {section}, {doc_id}, e.g. "{title} ({doc_id}) - {section}\n"
+    # string with fields {title}, {section}, {doc_id}, e.g. "{title} ({doc_id}) - {section}\n".
+    # none by default: at 2,000 tokens title_section lifts FinanceBench's shared store (doc recall
+    # 0.750 -> 0.958, page 0.396 -> 0.500) but lowers WattBot's evidence recall (0.871 -> 0.842)
     context: str = "none"
 
     def validate(self) -> None:
