@@ -19,11 +19,17 @@ from typing import Any, Callable
 
 import polars as pl
 
+from kohaku import diagnosis
 from kohaku.artifacts import atomic_write
-from kohaku.config import build
+from kohaku.config import ConfigError, build
+from kohaku.llm.base import Counters
 from kohaku.submission import answers_to_submission, format_ref_list, write_submission
+from kohaku.tasks import classes
+from kohaku.tasks.accounting import normalize_text, numeric_match, parse_amount, same_amount
+from kohaku.tasks.judge import JudgeConfig, JudgeItem, judge
 from kohaku.tasks.registry import register
 from kohaku.tasks.spec import SubmissionSpec, VoteSpec
+from kohaku.tasks.squad import exact_match, normalize_answer, token_f1
 from kohaku.values import format_number
 from kohaku.voting import WATTBOT_GROUPING, Grouping
 
@@ -44,8 +50,6 @@ def _empty(raw: str) -> bool:
 def amounts_grouping(spec: VoteSpec) -> Grouping:
     """Amounts (``$1,577.00``, ``(1.2)``, ``2.8%``, ``USD 1.5 billion``; a bare ``3M`` is a name)
     within ``vote.tolerance``; anything else by its normalised text (SQuAD normalisation)."""
-    from kohaku.tasks.accounting import normalize_text, parse_amount, same_amount
-
     def parse(raw: str) -> Any:
         amount = parse_amount(raw)
         return amount if amount is not None else normalize_text(raw)
@@ -66,8 +70,6 @@ def amounts_grouping(spec: VoteSpec) -> Grouping:
 @register("group", "text")
 def text_grouping(spec: VoteSpec) -> Grouping:
     """Free text by its normalised form (lower case, no punctuation or articles)."""
-    from kohaku.tasks.squad import normalize_answer
-
     return Grouping(normalize_answer, lambda a, b: a == b, lambda p, raw: raw.strip(),
                     blank_raw=_empty, blank_parsed=lambda p: p == "")
 
@@ -137,8 +139,6 @@ def columns_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submiss
             elif source in q:
                 value = q[source]
             else:
-                from kohaku.config import ConfigError
-
                 raise ConfigError(f"task.submission.columns.{column}={source!r} is no answer field, "
                                   f"question column or one of {', '.join(fixed)}")
             if isinstance(value, list):
@@ -161,7 +161,6 @@ def columns_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submiss
 class MetricEnv:
     """What a metric may need besides the rows: the LLM backend (loaded on first use) and the
     generation cache, and counters for the summary."""
-
     backend: Callable[[], Any] | None = None
     cache: Any = None
     stats: dict[str, Any] | None = None
@@ -183,16 +182,12 @@ def _truths(row: dict[str, Any]) -> list[str]:
 @register("metric", "exact_match")
 def exact_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
     """SQuAD v1.1 exact match (max over the accepted answers); a blank answer scores 0."""
-    from kohaku.tasks.squad import exact_match
-
     return [0.0 if r["pred_blank"] else exact_match(r["pred"] or "", _truths(r)) for r in rows]
 
 
 @register("metric", "token_f1")
 def token_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
     """SQuAD v1.1 token F1 (max over the accepted answers); a blank answer scores 0."""
-    from kohaku.tasks.squad import token_f1
-
     return [0.0 if r["pred_blank"] else token_f1(r["pred"] or "", _truths(r)) for r in rows]
 
 
@@ -200,8 +195,6 @@ def token_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Met
 def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
     """1/0 on the questions whose gold answer is an amount (kohaku.tasks.accounting.numeric_match,
     ``params.rel_tol``); None (not covered) on the others."""
-    from kohaku.tasks.accounting import numeric_match, parse_amount
-
     rel_tol = float(params.get("rel_tol", 0.01))
     out: list[float | None] = []
     for r in rows:
@@ -219,15 +212,10 @@ def llm_judge_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Me
     """1/0 by an LLM judge (kohaku.tasks.judge; ``params`` are its JudgeConfig: prompts,
     max_tokens, ...) through the generation cache; an output that is no verdict scores 0 and is
     counted in the summary (``judge_invalid``)."""
-    from kohaku.llm.base import Counters
-    from kohaku.tasks.judge import JudgeConfig, JudgeItem, judge
-
     cfg = build(JudgeConfig, params, "task.score.metrics[llm_judge].params")
     items = [JudgeItem(r["qid"], r.get("question") or "", r["truth"] or "",
                        None if r["pred_blank"] else r["pred"]) for r in rows]
     if env.backend is None:
-        from kohaku.config import ConfigError
-
         raise ConfigError("the llm_judge metric needs an LLM backend (the run's llm config)")
     counters = Counters()
     # the model is loaded only when some answer is not blank (blank ones are wrong unasked)
@@ -245,18 +233,14 @@ def llm_judge_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Me
 
 @register("classes", "wattbot")
 def wattbot_classes(table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
-    from kohaku.diagnosis import classify, error_summary
-
-    table = classify(table)
-    return table, error_summary(table)
+    table = diagnosis.classify(table)
+    return table, diagnosis.error_summary(table)
 
 
 @register("classes", "generic")
 def generic_classes(table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
-    from kohaku.tasks.classes import classify, error_summary
-
-    table = classify(table)
-    return table, error_summary(table)
+    table = classes.classify(table)
+    return table, classes.error_summary(table)
 
 
 def is_blank_answer(text: str | None, blank_cell: str, blank_values: list[str] | None = None) -> bool:
