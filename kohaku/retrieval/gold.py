@@ -33,7 +33,6 @@ other drops (page headers, a cell read in another order).
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import re
@@ -46,6 +45,7 @@ import polars as pl
 
 from kohaku.csvfile import read_csv_strings
 from kohaku.errors import KohakuError
+from kohaku.submission import parse_ref_list
 
 log = logging.getLogger("kohaku.retrieve")
 
@@ -106,23 +106,9 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], list[str], str]:
 
 
 def parse_doc_list(value: Any) -> list[str]:
-    """Document ids of a cell: a list, ``['a','b']``, ``a,b`` or one id; blanks dropped."""
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        items = [str(x) for x in value]
-    else:
-        text = str(value).strip()
-        if text.startswith("["):
-            try:
-                parsed = ast.literal_eval(text)
-                items = [str(x) for x in (parsed if isinstance(parsed, (list, tuple)) else [parsed])]
-            except (ValueError, SyntaxError):
-                items = text.strip("[]").split(",")
-        else:
-            items = text.split(",")
-    out = [x.strip().strip("'\"").strip() for x in items]
-    return [x for x in out if x.lower() not in _BLANK]
+    """Document ids of a cell: a list, ``['a','b']``, ``a,b`` or one id (the ref-list reader,
+    kohaku.submission.parse_ref_list); blanks and ``none``/``null``/``nan`` dropped."""
+    return [x for x in parse_ref_list(value) if x.lower() not in _BLANK]
 
 
 def read_gold(spec: GoldSpec, root: str | Path) -> pl.DataFrame:
