@@ -28,8 +28,10 @@ from kohaku.embedding import embed_nodes
 from kohaku.tree import aggregate_parents, node_arrays
 
 
-def make_nodes(rows: list[tuple[str, str | None, int, str, int]]) -> pl.DataFrame:
-    """rows of (node_id, parent_id, level, text, n_tokens) -> a nodes table (tree contract)."""
+def make_nodes(rows: list[tuple[str, str | None, int, str, int]],
+               sections: list[str] | None = None) -> pl.DataFrame:
+    """rows of (node_id, parent_id, level, text, n_tokens) -> a nodes table (tree contract);
+    ``sections``: each node's section path ("" by default)."""
     kinds = {0: "document", 1: "section", 2: "paragraph", 3: "sentence"}
     return pl.DataFrame(
         {
@@ -40,7 +42,7 @@ def make_nodes(rows: list[tuple[str, str | None, int, str, int]]) -> pl.DataFram
             "kind": [kinds[r[2]] for r in rows],
             "order": list(range(len(rows))),
             "page": [1] * len(rows),
-            "section": [""] * len(rows),
+            "section": sections if sections is not None else [""] * len(rows),
             "text": [r[3] for r in rows],
             "n_tokens": [r[4] for r in rows],
             "block_kind": ["text"] * len(rows),

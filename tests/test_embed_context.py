@@ -25,6 +25,8 @@ from kohaku.stages import embed as embed_stage
 from kohaku.stages import index as index_stage
 from kohaku.tree import aggregate_parents, node_arrays
 
+from test_embed import make_nodes
+
 
 def tree() -> pl.DataFrame:
     """Two documents; d1's first section is named like the document (as flat trees are)."""
@@ -42,23 +44,8 @@ def tree() -> pl.DataFrame:
         ("d2#s1.p1", "d2#s1", 2, "Risk factors", "Revenue grew."),
         ("d2#s1.p1.t1", "d2#s1.p1", 3, "Risk factors", "Revenue grew."),
     ]
-    kinds = {0: "document", 1: "section", 2: "paragraph", 3: "sentence"}
-    return pl.DataFrame(
-        {
-            "node_id": [r[0] for r in rows],
-            "doc_id": [r[0].split("#")[0] for r in rows],
-            "parent_id": [r[1] for r in rows],
-            "level": [r[2] for r in rows],
-            "kind": [kinds[r[2]] for r in rows],
-            "order": list(range(len(rows))),
-            "page": [1] * len(rows),
-            "section": [r[3] for r in rows],
-            "text": [r[4] for r in rows],
-            "n_tokens": [max(len(r[4].split()), 1) for r in rows],
-            "block_kind": ["text"] * len(rows),
-        },
-        schema_overrides={"parent_id": pl.String},
-    )
+    return make_nodes([(i, p, lv, text, max(len(text.split()), 1)) for i, p, lv, _, text in rows],
+                      sections=[r[3] for r in rows])
 
 
 class Recording(HashingEncoder):

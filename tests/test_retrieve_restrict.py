@@ -15,16 +15,7 @@ from kohaku.retrieval.retrieve import (RestrictError, RetrieveConfig, question_d
                                        run_retrieval)
 from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
 
-from test_retrieve import NODES, make_tree, CORPUS
-
-QUERIES = pl.DataFrame({
-    "qid": ["q1", "q1", "q2"],
-    "query_idx": [0, 1, 0],
-    "query": ["How much water do data centers use for cooling?", "water cooling",
-              "embodied carbon per GPU"],
-    "source": ["question", "planner", "question"],
-})
-
+from test_retrieve import NODES, QUERIES, make_tree, CORPUS
 
 def questions(doc_q1: str, doc_q2: str) -> pl.DataFrame:
     return pl.DataFrame({"qid": ["q1", "q2"],
