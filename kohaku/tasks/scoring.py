@@ -25,7 +25,8 @@ from typing import Any, Callable
 import polars as pl
 
 from kohaku.config import ConfigError
-from kohaku.metrics import WEIGHTS, MetricError, score_files
+from kohaku.metrics import MetricError, score_files
+from kohaku.report.metric import wattbot_metric
 from kohaku.submission import read_csv_str
 from kohaku.tasks import registry
 from kohaku.tasks.builtin import MetricEnv, is_blank_answer
@@ -57,17 +58,6 @@ class TaskScore:
                 "metric": {"name": self.task, "components": self.metric}, "errors": self.errors}
 
 
-def wattbot_components(variant: str) -> list[dict[str, Any]]:
-    """WattBot's components as the reports read them (NA as recall in ``wattbot-recall``)."""
-    recall = variant == "wattbot-recall"
-    return [
-        {"name": "value", "column": "value_ok", "weight": WEIGHTS["value"], "over": None, "empty": None},
-        {"name": "ref", "column": "ref_score", "weight": WEIGHTS["ref"], "over": None, "empty": None},
-        {"name": "na", "column": "na_ok", "weight": WEIGHTS["na"],
-         "over": "truth_blank" if recall else None, "empty": 1.0 if recall else None},
-    ]
-
-
 def _classes(task: Task, table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
     return registry.lookup("classes", task.score.classes, "task.score.classes")(table)
 
@@ -81,8 +71,8 @@ def _score_wattbot(task: Task, solutions: Path, submission: Path, variant: str, 
         details.pop(key)
     return TaskScore(task.name, "wattbot", result.score,
                      {"value": result.value, "ref": result.ref, "na": result.na, "unit": result.unit},
-                     wattbot_components(variant), result.n, result.n_missing, result.n_extra, table,
-                     errors, details, result.warnings)
+                     wattbot_metric(variant).as_json()["components"], result.n, result.n_missing,
+                     result.n_extra, table, errors, details, result.warnings)
 
 
 def submission_columns(task: Task) -> tuple[str, str]:
