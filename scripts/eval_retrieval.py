@@ -331,18 +331,17 @@ def run_stages(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:
 
 
 def read_question_file(path: Path, qid: str, question: str) -> pl.DataFrame:
-    """Questions of a CSV or JSONL file as (qid, question, answer_unit, the other columns as str)."""
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-        df = pl.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else
-                                (None if v is None else str(v))) for k, v in r.items()} for r in rows],
-                          infer_schema_length=None)
-    else:
-        df = read_solutions(path)
-    for col in (qid, question):
-        if col not in df.columns:
-            raise SystemExit(f"{path}: no column {col!r} (columns: {df.columns}); see --question-id")
-    df = df.rename({qid: "qid", question: "question"})
+    """Questions of a CSV or JSONL file (by its extension; kohaku.tasks.io.read_questions) as
+    (qid, question, answer_unit, the other columns as str)."""
+    from kohaku.corpus import CorpusError
+    from kohaku.tasks.io import file_format, read_questions
+    from kohaku.tasks.spec import QuestionsSpec
+
+    spec = QuestionsSpec(format=file_format(path, None), id=qid, question=question, fields=[])
+    try:
+        df = read_questions(path, spec)
+    except (CorpusError, FileNotFoundError) as exc:
+        raise SystemExit(f"{exc} (see --question-id, --question-column)") from exc
     if "answer_unit" not in df.columns:
         df = df.with_columns(pl.lit("is_blank").alias("answer_unit"))
     rest = [c for c in df.columns if c not in ("qid", "question", "answer_unit")]
