@@ -247,6 +247,9 @@ class Runner:
             self._write_run_json(total, status, error)
             self.services.close()
         self._log_table(total)
+        if (self.run_dir / "scores.json").is_file():  # report.html beside it; a failure is a warning
+            from kohaku.report.html import try_write, write_run_report
+            try_write(str(self.run_dir), write_run_report, self.run_dir)
         return RunResult(self.run_dir, self.records, total)
 
     def _run_stage(self, stage: Stage) -> None:

@@ -3,7 +3,7 @@
 Usage:
   python scripts/compare.py [--solutions SOL] [--task NAME|YAML] A B [C ...] [--all-pairs]
                             [--variant V] [--subset] [--resamples N] [--seed S] [--flips N]
-                            [--json OUT]
+                            [--json OUT] [--html OUT]
 
 A, B, ... are run dirs (anything with a submission.csv: a single run or a sweep point),
 submission CSVs, or ``NAME=PATH,PATH,...`` for one configuration run with several seeds (its
@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED, help="bootstrap seed (default 0)")
     parser.add_argument("--flips", type=int, default=10, help="flipped questions to print per pair (default 10)")
     parser.add_argument("--json", type=Path, help="write pairs, intervals, error classes and every flip here")
+    parser.add_argument("--html", type=Path, help="write a self-contained HTML report here (pairs, flips with "
+                                                  "both contexts and answers side by side)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     if len(args.sources) < 2:
@@ -159,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2))
+    if args.html:
+        from kohaku.report.html import write_compare_report
+
+        print(f"written {write_compare_report(args.html, configs, result, m.metric, counts, all_flips, pairs)}")
     return 0
 
 

@@ -138,4 +138,8 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
             ablation_md=out_dir / "ablation.md",
         )
     paths.update(sweep_plots(runs, swept, swept or [k for k in keys if k in runs.columns], out_dir))
+    from kohaku.report.html import try_write, write_sweep_report  # report.html; a failure is a warning
+    html = try_write(str(out_dir), write_sweep_report, out_dir, runs_dir, runs, board, swept, cmp, dict(paths))
+    if html is not None:
+        paths["report_html"] = html
     return Reports(paths, board, keys, cmp)
