@@ -223,6 +223,7 @@ def screenshot(driver, tmp_path: Path, name: str, full: bool = True) -> Path:
     if full:  # the whole page (capped), as the README shows it
         height = driver.execute_script("return document.documentElement.scrollHeight")
         driver.set_window_size(1280, min(max(height, 600), 1800))
+    driver.execute_script("window.scrollTo(0, 0)")
     out = tmp_path / f"{name}.png"
     assert driver.save_screenshot(str(out)) and out.stat().st_size > 10_000
     shots = os.environ.get("KOHAKU_REPORT_SHOTS")
@@ -347,3 +348,15 @@ def test_report_text_is_shown_as_text(browser, run_dir, tmp_path):
     assert pre.get_attribute("textContent") == EVIL
     assert browser.execute_script("return window.pwned === undefined && document.querySelectorAll('main b').length === 0")
     no_console_errors(browser)
+
+
+def test_a_page_over_the_size_limit_has_its_blocks_cut(tmp_path, caplog):
+    data = {"kind": "run", "title": "big", "blocks": [f"{i:02d} " + "y" * 99_997 for i in range(80)], "notes": [],
+            "run": {"questions": []}}
+    with caplog.at_level(logging.WARNING, logger="kohaku.report.html"):
+        path = report_html.write_html(data, tmp_path / "big.html")
+    assert 1_000_000 < path.stat().st_size < report_html.MAX_PAGE_BYTES
+    back = page_data(path)
+    assert back["notes"] == ["context blocks cut to 50000 characters to keep this page under 5 MB"]
+    assert all(b.startswith(f"{i:02d} ") and b.endswith("[50000 more characters]") for i, b in enumerate(back["blocks"]))
+    assert "context blocks cut to 50000 characters" in caplog.text

@@ -50,6 +50,7 @@ REPORT_NAME = "report.html"
 MAX_BLOCK_CHARS = 4000     # a context block longer than this is cut (the page says so)
 MAX_SAMPLE_CHARS = 2000    # an explanation or raw output longer than this is cut
 MAX_FLIPS = 200            # flipped questions shown per pair (the count is always given)
+MAX_PAGE_BYTES = 5_000_000  # a bigger page has its context blocks cut (:func:`fit`)
 
 
 def _now() -> str:
@@ -103,7 +104,28 @@ def render(data: dict[str, Any]) -> str:
     )
 
 
+def fit(data: dict[str, Any], limit: int = MAX_PAGE_BYTES) -> dict[str, Any]:
+    """``data`` with its context blocks cut (each to half its longest length, again and again)
+    until the page is under ``limit`` bytes or no block is longer than 200 characters; a note
+    says so. Contexts are the bulk of a page; everything else is kept."""
+    blocks = data.get("blocks") or []
+    size = len(render(data).encode("utf-8"))
+    if size <= limit or not blocks:
+        return data
+    longest = max(len(b) for b in blocks)
+    while size > limit and longest > 200:
+        longest //= 2
+        data["blocks"] = [_cut(b, longest) for b in blocks]
+        size = len(render(data).encode("utf-8"))
+    data.setdefault("notes", []).append(f"context blocks cut to {longest} characters to keep this page under "
+                                        f"{limit / 1e6:.0f} MB")
+    log.warning("report.html: context blocks cut to %d characters (page under %d bytes)", longest, limit)
+    return data
+
+
 def write_html(data: dict[str, Any], path: str | Path) -> Path:
+    """Write the page of ``data`` (:func:`fit` to :data:`MAX_PAGE_BYTES`) to ``path``."""
+    data = fit(data)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -324,7 +346,8 @@ def run_data(run_dir: str | Path) -> dict[str, Any]:
     t = RunTables(run_dir)
     errors = t.scores.get("errors") or {}
     metric = t.metric()
-    interval = _interval(t.table, metric, str(t.run_dir)) if metric is not None and t.table is not None else None
+    scored = metric is not None and t.table is not None and t.table.height > 0
+    interval = _interval(t.table, metric, str(t.run_dir)) if scored else None
     components = t.scores.get("components") or {}
     weights = {c.name: c.weight for c in metric.components} if metric else {}
     overrides = t.record.get("overrides") or []

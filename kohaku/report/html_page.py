@@ -206,6 +206,9 @@ JS = r"""
     var cols = [["all", counts]];
     Object.keys(E.by_kind || {}).forEach(function (k) { cols.push(["kind: " + k, E.by_kind[k]]); });
     Object.keys(E.by_evidence || {}).forEach(function (k) { cols.push(["evidence: " + k, E.by_evidence[k]]); });
+    cols = cols.filter(function (c, i) {  // a kind or evidence type no question has: no column
+      return i === 0 || Object.keys(c[1]).some(function (k) { return c[1][k]; });
+    });
     var listed = (R.classes && R.classes.length) ? R.classes : Object.keys(counts);
     var classes = listed.filter(function (k) { return counts[k]; });
     var empty = listed.filter(function (k) { return !counts[k]; });
