@@ -360,3 +360,32 @@ def test_a_page_over_the_size_limit_has_its_blocks_cut(tmp_path, caplog):
     assert back["notes"] == ["context blocks cut to 50000 characters to keep this page under 5 MB"]
     assert all(b.startswith(f"{i:02d} ") and b.endswith("[50000 more characters]") for i, b in enumerate(back["blocks"]))
     assert "context blocks cut to 50000 characters" in caplog.text
+
+
+def test_a_sweep_report_that_cannot_be_written_is_a_warning(sweep_dir, tmp_path, monkeypatch, caplog):
+    from kohaku.report.reports import write_reports
+
+    def broken(*_args, **_kwargs):
+        raise ValueError("no room")
+
+    monkeypatch.setattr(report_html, "write_sweep_report", broken)
+    with caplog.at_level(logging.WARNING, logger="kohaku.report.html"):
+        paths = write_reports(sweep_dir, tmp_path / "rep")
+    assert paths["leaderboard"].is_file() and "report_html" not in paths
+    assert not (tmp_path / "rep" / "report.html").exists()
+    assert "could not write report.html (ValueError: no room)" in caplog.text
+
+
+def test_a_run_whose_artifacts_are_gone_still_gets_its_report(run_dir, tmp_path):
+    run = tmp_path / "old-run"
+    shutil.copytree(run_dir, run)
+    record = json.loads((run / "run.json").read_text())
+    for stage in ("retrieve", "infer"):
+        record["stages"][stage]["path"] = str(tmp_path / "cleared" / stage)
+    (run / "run.json").write_text(json.dumps(record))
+    data = page_data(report_html.write_run_report(run))
+    questions = data["run"]["questions"]
+    assert len(questions) == 11 and all(q["contexts"] == [] and q["samples"] == [] for q in questions)
+    assert questions[0]["voted"] is not None and questions[0]["class"] is not None  # vote, score: still there
+    assert any("retrieve artifact 'contexts' not found" in n for n in data["notes"])
+    assert any("infer artifact 'generations' not found" in n for n in data["notes"])
