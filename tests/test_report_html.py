@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import REPO, compose
+from conftest import compose
 from kohaku.pipeline import run_pipeline
 from kohaku.report import html as report_html
 from kohaku.report.html import MAX_BLOCK_CHARS, Blocks, render, script_json
@@ -117,10 +117,12 @@ def test_sweep_report_holds_the_leaderboard_and_the_flips(sweep_dir):
     assert [r["run_id"] for r in sweep["board"]] == [str(x) for x in board["run_id"]]
     assert [r["score"] for r in sweep["board"]] == pytest.approx(board["score"].to_list())
     assert sweep["baseline"] == {"retrieve.top_k": 2, "infer.prompt_order": "question_first"}
-    assert {p["name"] for p in sweep["plots"]} == {"score_vs_retrieve.top_k", "score_by_infer.prompt_order", "components"}
+    assert {p["name"] for p in sweep["plots"]} == {"score_vs_retrieve.top_k", "score_by_infer.prompt_order",
+                                                   "components"}
     assert all(p["src"].startswith("data:image/png;base64,iVBOR") for p in sweep["plots"])
     flips = sweep["flips"]
-    best = cells.filter(pl.col("sig") != "baseline").sort("score", descending=True, maintain_order=True).row(0, named=True)
+    others = cells.filter(pl.col("sig") != "baseline")
+    best = others.sort("score", descending=True, maintain_order=True).row(0, named=True)
     assert flips["b"] == f"retrieve.top_k={best['retrieve.top_k']}, infer.prompt_order={best['infer.prompt_order']}"
     assert (flips["fixed"], flips["broken"]) == (best["fixed"], best["broken"]) and best["fixed"] > 0
     assert flips["n_flips"] == len(flips["rows"]) == best["fixed"] + best["broken"]
@@ -286,7 +288,8 @@ def test_sweep_page_in_chromium(browser, sweep_dir, tmp_path):
     open_page(browser, sweep_dir / "report.html")
     rows = browser.find_elements(By.CSS_SELECTOR, "#board tr.board-row")
     assert [r.get_attribute("data-run") for r in rows] == [r["run_id"] for r in data["board"]]
-    assert [r.find_element(By.CSS_SELECTOR, "td.score").text for r in rows] == [f"{r['score']:.4f}" for r in data["board"]]
+    shown = [r.find_element(By.CSS_SELECTOR, "td.score").text for r in rows]
+    assert shown == [f"{r['score']:.4f}" for r in data["board"]]
     marks = [r.find_element(By.CSS_SELECTOR, ".mark").text for r in rows]
     assert marks.count("baseline") == 1 and "*" in marks
     assert browser.execute_script("return Array.from(document.images).every(i => i.complete && i.naturalWidth > 100)")
@@ -296,7 +299,8 @@ def test_sweep_page_in_chromium(browser, sweep_dir, tmp_path):
     first = data["flips"]["rows"][0]
     assert flip.get_attribute("data-qid") == first["qid"] and flip.get_attribute("data-change") == "fixed"
     sides = flip.find_elements(By.CSS_SELECTOR, ".side")
-    assert [s.find_element(By.CSS_SELECTOR, ".answer").text for s in sides] == [first["a"]["answer"], first["b"]["answer"]]
+    answers = [s.find_element(By.CSS_SELECTOR, ".answer").text for s in sides]
+    assert answers == [first["a"]["answer"], first["b"]["answer"]]
     summary = sides[1].find_element(By.CSS_SELECTOR, "details.context > summary")
     summary.click()
     block = sides[1].find_element(By.CSS_SELECTOR, "details.context .block pre")
@@ -346,7 +350,7 @@ def test_report_text_is_shown_as_text(browser, run_dir, tmp_path):
     row.click()
     pre = browser.find_element(By.CSS_SELECTOR, "#qtable tr.detail .block pre")
     assert pre.get_attribute("textContent") == EVIL
-    assert browser.execute_script("return window.pwned === undefined && document.querySelectorAll('main b').length === 0")
+    assert browser.execute_script("return window.pwned === undefined && !document.querySelector('main b')")
     no_console_errors(browser)
 
 
@@ -358,7 +362,8 @@ def test_a_page_over_the_size_limit_has_its_blocks_cut(tmp_path, caplog):
     assert 1_000_000 < path.stat().st_size < report_html.MAX_PAGE_BYTES
     back = page_data(path)
     assert back["notes"] == ["context blocks cut to 50000 characters to keep this page under 5 MB"]
-    assert all(b.startswith(f"{i:02d} ") and b.endswith("[50000 more characters]") for i, b in enumerate(back["blocks"]))
+    assert all(b.startswith(f"{i:02d} ") and b.endswith("[50000 more characters]")
+               for i, b in enumerate(back["blocks"]))
     assert "context blocks cut to 50000 characters" in caplog.text
 
 

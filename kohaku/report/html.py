@@ -194,7 +194,8 @@ class RunTables:
             self.record = {}
             self.notes.append(f"{run_json}: cannot read ({exc})")
         self.scores = read_scores_json(self.run_dir / "scores.json")
-        task = ((self.record.get("config") or {}).get("task") or {}) if isinstance(self.record.get("config"), dict) else {}
+        config = self.record.get("config") if isinstance(self.record.get("config"), dict) else {}
+        task = config.get("task") or {}
         answer = task.get("answer") or {}
         self.value_field = str(answer.get("value") or "answer_value")
         self.refs_field = str(answer.get("refs") or "ref_id")
@@ -506,7 +507,8 @@ def _sweep_flips(runs_dir: Path, runs: pl.DataFrame, keys: list[str], cmp: Any, 
     def cell_runs(cell: dict[str, Any]) -> pl.DataFrame:
         ok = runs.filter((pl.col("status") == "ok") & pl.col("scores_table").is_not_null())
         for k in keys:
-            ok = ok.filter(pl.col(k).is_null()) if cell.get(k) is None else ok.filter(pl.col(k).cast(pl.String) == str(cell[k]))
+            same = pl.col(k).is_null() if cell.get(k) is None else pl.col(k).cast(pl.String) == str(cell[k])
+            ok = ok.filter(same)
         return ok
 
     def label(cell: dict[str, Any]) -> str:
