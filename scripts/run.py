@@ -33,14 +33,15 @@ log = logging.getLogger("kohaku")
 
 
 def _accept_plus_experiment(argv: list[str]) -> list[str]:
-    """Let ``+experiment=NAME`` and ``experiment=NAME`` both work.
+    """Let ``+experiment=NAME`` and ``experiment=NAME`` both work (and ``+hydra/callbacks=NAME``).
 
     conf/config.yaml lists ``experiment: null`` in its defaults (so every config names its
     experiment slot), and Hydra refuses to *append* a group that is already listed there
     ("Multiple values for experiment"). The documented ``+experiment=NAME`` form therefore
-    becomes the equivalent override ``experiment=NAME``.
+    becomes the equivalent override ``experiment=NAME``. Hydra's own defaults list
+    ``hydra/callbacks: null`` the same way (``hydra/callbacks=mlflow``).
     """
-    return [arg[1:] if arg.startswith("+experiment=") else arg for arg in argv]
+    return [arg[1:] if arg.startswith(("+experiment=", "+hydra/callbacks=")) else arg for arg in argv]
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
