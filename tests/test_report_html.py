@@ -394,3 +394,29 @@ def test_a_run_whose_artifacts_are_gone_still_gets_its_report(run_dir, tmp_path)
     assert questions[0]["voted"] is not None and questions[0]["class"] is not None  # vote, score: still there
     assert any("retrieve artifact 'contexts' not found" in n for n in data["notes"])
     assert any("infer artifact 'generations' not found" in n for n in data["notes"])
+
+
+def test_gold_blocks_from_the_tasks_evidence_file(run_dir, tmp_path):
+    """A task whose gold documents are in an evidence file (FinanceBench's task.gold.file) gets
+    those documents' blocks marked too; an unreadable file is a note, the page still drawn."""
+    before = {q["qid"]: q for q in page_data(run_dir / "report.html")["run"]["questions"]}
+    q = before["q002"]
+    other = next(doc for _, doc, gold in q["contexts"][0]["blocks"] if not gold)
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (tmp_path / "evidence.csv").write_text(f"qid,doc\nq002,{other}\n")
+    record = json.loads((run / "run.json").read_text())
+    record["config"]["task"]["gold"] = {"file": "evidence.csv", "qid": "qid", "doc": "doc", "page": None}
+    record["config"]["corpus"]["root"] = str(tmp_path)
+    (run / "run.json").write_text(json.dumps(record))
+    after = {q["qid"]: q for q in page_data(report_html.write_run_report(run))["run"]["questions"]}
+    assert after["q002"]["gold"] == sorted(set(q["gold"]) | {other})
+    marks = after["q002"]["contexts"][0]["blocks"]
+    assert all(gold == (doc in after["q002"]["gold"]) for _, doc, gold in marks)
+    assert any(doc == other for _, doc, _ in marks)
+    assert after["q001"]["gold"] == before["q001"]["gold"]
+    record["config"]["task"]["gold"]["file"] = "missing.csv"
+    (run / "run.json").write_text(json.dumps(record))
+    data = page_data(report_html.write_run_report(run))
+    assert any(n.startswith("gold evidence file not read") and "missing.csv" in n for n in data["notes"])
+    assert data["run"]["questions"][1]["gold"] == q["gold"]

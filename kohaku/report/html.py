@@ -202,6 +202,27 @@ class RunTables:
         self.task = str(task.get("name") or self.scores.get("task") or "")
         self.table = self._scores_table()
         self._tables: dict[str, pl.DataFrame | None] = {}
+        self.gold_docs = self._gold_file(task.get("gold") or {}, (config.get("corpus") or {}).get("root"))
+
+    def _gold_file(self, spec: dict[str, Any], root: Any) -> dict[str, set[str]]:
+        """qid -> gold documents from the task's gold evidence file (``task.gold.file``, e.g.
+        FinanceBench's evidence.csv), where it names one; the score table's truth refs are the
+        gold documents of the others (WattBot)."""
+        if not spec.get("file"):
+            return {}
+        from kohaku.retrieval.gold import GoldSpec, read_gold
+
+        try:
+            known = {k: v for k, v in spec.items() if k in GoldSpec.__dataclass_fields__}
+            gold = read_gold(GoldSpec(**known), root or ".")
+        except Exception as exc:  # noqa: BLE001 - the blocks are shown unmarked
+            self.notes.append(f"gold evidence file not read ({exc}); gold blocks from the truth refs only")
+            return {}
+        out: dict[str, set[str]] = {}
+        for qid, doc in zip(gold["qid"], gold["doc_id"]):
+            if doc is not None:
+                out.setdefault(str(qid), set()).add(str(doc))
+        return out
 
     def _scores_table(self) -> pl.DataFrame | None:
         path = self.run_dir / "scores.parquet"
@@ -313,7 +334,7 @@ class RunTables:
         for qid in order:
             row = scored.get(qid, {})
             truth_ref = _first(row, TRUTH_REF)
-            gold = set(parse_ref_list(truth_ref))
+            gold = set(parse_ref_list(truth_ref)) | self.gold_docs.get(qid, set())
             entry = {
                 "qid": qid, "question": row.get("question") or texts.get(qid), "scored": bool(row),
                 "truth": _text(_first(row, TRUTH)), "truth_ref": _text(truth_ref), "gold": sorted(gold),
@@ -410,6 +431,9 @@ def flip_entries(rows: list[dict[str, Any]], a: Side, b: Side, limit: int = MAX_
     out = []
     for r in rows[:limit]:
         gold = set(parse_ref_list(r.get("truth_ref")))
+        for side in (a, b):
+            if side.tables is not None:
+                gold |= side.tables.gold_docs.get(str(r["qid"]), set())
         entry = {
             "qid": r["qid"], "change": r["change"], "delta": r["delta"], "question": r.get("question"),
             "truth": _text(r.get("truth")), "truth_ref": _text(r.get("truth_ref")), "gold": sorted(gold),
