@@ -241,6 +241,26 @@ def test_image_only_pdfplumber_file_yields_words():
     assert "2301914001" in text and "1299" in text and re.search(r"668730\.\s?23", text), text
 
 
+def test_cjk_neighbours_on_a_line_merge():
+    from kohaku.text.ocr import _merge_cjk
+
+    def w(text, x0, x1, line=1):
+        return {"text": text, "px0": x0, "px1": x1, "conf": 90.0, "line": line}
+
+    out = _merge_cjk([w("行政", 0, 20), w("处", 22, 30), w("罚", 32, 40), w("2019", 45, 70), w("年", 72, 80),
+                      w("号", 0, 10, line=2), w("书", 12, 20, line=3)])
+    assert [x["text"] for x in out] == ["行政处罚", "2019", "年", "号", "书"]
+    assert (out[0]["px0"], out[0]["px1"]) == (0, 40)
+
+
+@pytest.mark.skipif(ocr_available(OcrOptions(lang="chi_sim")) is not None,
+                    reason="Chinese language data not installed: bash scripts/setup_ocr.sh eng chi_sim")
+def test_image_only_pdfplumber_file_in_chinese():
+    (page,) = ocr_pdf(IMAGE_ONLY, OcrOptions(lang="chi_sim", dpi=150), pages=[0])
+    assert page.error is None
+    assert "行政处罚决定书" in page.text and "2301914001" in page.text, page.text
+
+
 @pytest.mark.skipif(not os.environ.get("KOHAKU_PDFPLUMBER_PDFS"),
                     reason="KOHAKU_PDFPLUMBER_PDFS (pdfplumber's tests/pdfs folder) not set")
 def test_pdfplumber_scan_with_ocr_layer_is_not_ocred_again():

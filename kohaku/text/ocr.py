@@ -316,6 +316,28 @@ def _parse_hocr(data: bytes) -> list[dict[str, Any]]:
     return words
 
 
+def _cjk(ch: str) -> bool:
+    o = ord(ch)
+    return (0x3000 <= o <= 0x30FF or 0x3400 <= o <= 0x4DBF or 0x4E00 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF
+            or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF)
+
+
+def _merge_cjk(words: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tesseract puts a space between Chinese/Japanese words ("行政 处 罚"); the layout code joins
+    words with spaces, so neighbours on a line that meet at CJK characters become one word."""
+    out: list[dict[str, Any]] = []
+    for w in words:
+        prev = out[-1] if out else None
+        if prev is not None and prev["line"] == w["line"] and _cjk(prev["text"][-1]) and _cjk(w["text"][0]):
+            n0, n1 = len(prev["text"]), len(w["text"])
+            prev["conf"] = (prev["conf"] * n0 + w["conf"] * n1) / (n0 + n1)
+            prev["text"] += w["text"]
+            prev["px0"], prev["px1"] = min(prev["px0"], w["px0"]), max(prev["px1"], w["px1"])
+            continue
+        out.append(dict(w))
+    return out
+
+
 def _line_sizes(words: list[dict[str, Any]]) -> None:
     """Each word's ``xsize`` becomes its line's height estimate: the smaller of tesseract's
     x_size (ascender to descender; specks of dust below a line inflate it) and the line's
@@ -391,6 +413,7 @@ def ocr_page(image: Image.Image, page_width_pt: float, page_height_pt: float, op
         return OcrPage(seconds=secs, cpu_seconds=cpu, error=f"unreadable tesseract output: {exc}")
     # specks of dust come back as lone "." or "-" with confidence ~0: not words
     raw = [w for w in raw if w["conf"] >= _MIN_PUNCT_CONF or any(c.isalnum() for c in w["text"])]
+    raw = _merge_cjk(raw)
     _line_sizes(raw)
     sizes = _even_sizes([w["xsize"] for w in raw])
     words = []
