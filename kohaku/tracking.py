@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import re
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -332,9 +333,11 @@ class MlflowLogger:
 
     def _fail(self, what: str, exc: BaseException) -> None:
         if not self.failed:
+            reason = str(exc).splitlines()[0][:300] if str(exc) else ""
+            if isinstance(exc, ImportError):
+                reason += " (install the extra: pip install -e '.[mlflow]')"
             log.warning("MLflow tracking off (%s at %s: %s: %s); the run's outputs are not affected",
-                        what, self.config.store_uri(), type(exc).__name__, str(exc).splitlines()[0][:300]
-                        if str(exc) else "")
+                        what, self.config.store_uri(), type(exc).__name__, reason)
         self.failed = True
 
     def _experiment_id(self, client: Any) -> str:
@@ -433,8 +436,6 @@ class MlflowLogger:
 
 
 def _now_ms() -> int:
-    import time
-
     return int(time.time() * 1000)
 
 
