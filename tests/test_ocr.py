@@ -232,6 +232,14 @@ def test_timeout_is_an_error_string():
 
 
 @needs_engine
+def test_blank_page_has_no_words_and_no_error():
+    from PIL import Image
+
+    page = ocr_page(Image.new("RGB", (850, 1100), "white"), 612, 792, OPTS)
+    assert page.error is None and page.words == [] and page.mean_conf == 0.0 and page.text == ""
+
+
+@needs_engine
 def test_image_only_pdfplumber_file_yields_words():
     """pdfplumber's issue-203 file (Chinese scan, no text layer): with English language data the
     digits come out: the customs registration code, the street number, the amount in yuan."""
