@@ -10,12 +10,17 @@ nothing of Hydra or OmegaConf.
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from typing import Any, Mapping, TypeVar
 
 from kohaku.errors import KohakuError
 
 T = TypeVar("T")
+
+#: ``dataclasses.field`` metadata key: False on a field that cannot change any output (worker and
+#: thread counts, progress bars), which the stages' cache keys leave out (:func:`key_data`).
+KEYED = "key"
 
 
 class ConfigError(KohakuError, ValueError):
@@ -66,5 +71,51 @@ def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
 
 
 def as_dict(cfg: Any) -> dict[str, Any]:
-    """A built config as plain data (what the cache key hashes: code defaults included)."""
+    """A built config as plain data (code defaults included)."""
     return dataclasses.asdict(cfg)
+
+
+def not_keyed(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field that cannot change any output (a worker or thread count, a progress
+    bar): the cache keys leave it out, so changing it reuses the cached artifacts.
+    ``workers: int | None = not_keyed(None)``. Only for what truly cannot change an output: a
+    setting that changes batch shapes or the order of float sums in a way the results show is
+    keyed."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={KEYED: False})
+
+
+def is_keyed(f: dataclasses.Field) -> bool:
+    """Whether a dataclass field is part of the cache key (every field not made by :func:`not_keyed`)."""
+    return f.metadata.get(KEYED, True) is not False
+
+
+def unkeyed_fields(cls: type) -> frozenset[str]:
+    """The names of ``cls``'s fields made by :func:`not_keyed` (none for a non-dataclass)."""
+    if not dataclasses.is_dataclass(cls):
+        return frozenset()
+    return frozenset(f.name for f in dataclasses.fields(cls) if not is_keyed(f))
+
+
+def key_data(cfg: Any) -> Any:
+    """A built config as the cache key hashes it: :func:`as_dict` without the fields made by
+    :func:`not_keyed`, in nested dataclasses too (and inside lists and dicts)."""
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return {f.name: key_data(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if is_keyed(f)}
+    if isinstance(cfg, Mapping):
+        return {k: key_data(v) for k, v in cfg.items()}
+    if isinstance(cfg, (list, tuple)):
+        return [key_data(v) for v in cfg]
+    return cfg
+
+
+def available_cpus() -> int:
+    """The CPU cores this process may run on: its affinity mask (a container's or ``taskset``'s
+    limit, not the machine's count), at most ``$OMP_NUM_THREADS`` where that is set (joblib's
+    loky workers of ``hydra/launcher=local`` get cores // n_jobs there, so parallel sweep points
+    do not oversubscribe the cores); the default of every thread and worker count."""
+    try:
+        cores = max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - no sched_getaffinity (macOS, Windows)
+        cores = max(1, os.cpu_count() or 1)
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(cores, int(omp)) if omp.isdigit() and int(omp) > 0 else cores
