@@ -15,7 +15,9 @@ and :func:`request_params` of the request: everything else that reaches the mode
 actually sends it. A backend whose request carries more than :func:`sent_params` (the openai
 backend's response_format after ``drop_schema_keys`` and its ``extra_body``; vLLM's chat template
 options) says so with a ``cache_params(req)`` method, so a setting that can change an output
-changes the key and nothing else does.
+changes the key and nothing else does. The same identity is in the cache key of every stage
+whose config holds the llm config (:func:`key_config`), so neither a cached sample nor a cached
+artifact made by another decoder, library version or dtype is reused.
 
 Completions as they finish: a backend whose ``generate`` accepts ``on_complete`` calls
 ``on_complete(index, first, completion)`` for every part of a request as soon as it is done
@@ -25,11 +27,13 @@ cache stores each sample when it completes and a failed call loses only what was
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
 import json
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from kohaku.errors import KohakuError
@@ -122,7 +126,9 @@ class Backend(Protocol):
 
     @property
     def identity(self) -> str:
-        """Model + revision + backend (+ weights digest): the generation cache's namespace."""
+        """Model + revision + backend (+ weights digest, resolved dtype, decoder version, library
+        versions): the generation cache's namespace, equal to :func:`backend_identity` of the
+        backend's config, which the stages' cache keys hold."""
 
     @property
     def max_context(self) -> int:
@@ -212,6 +218,49 @@ def identity_of(llm_cfg: dict[str, Any]) -> str:
     return ident
 
 
+def backend_identity(llm_cfg: dict[str, Any]) -> str:
+    """``load_backend(llm_cfg).identity`` computed without loading anything (no model, no
+    engine, no server): :func:`identity_of` plus what the backend module adds: the dtype it
+    resolves on this machine, its ``DECODER_VERSION`` (bumped when kohaku's decoding changes a
+    sample) and the versions of the libraries that compute the tokens (:func:`library_tag`).
+    The generation cache namespaces samples by it and the stages' cache keys hold it
+    (:func:`key_config`), so a sample or an artifact made by another decoder is never reused."""
+    target = IDENTITIES.get(str(llm_cfg.get("backend")))
+    return _resolve(target)(dict(llm_cfg)) if target else identity_of(llm_cfg)
+
+
+def key_config(llm_cfg: Any) -> Any:
+    """An llm config as a stage's cache key holds it: every key but those its backend's config
+    dataclass marks ``not_keyed`` (thread counts, progress bars, HTTP concurrency, timeouts and
+    retries: they cannot change a sample), plus ``backend_identity``. Not a mapping (null: no
+    model): as it is."""
+    if not isinstance(llm_cfg, dict) or not llm_cfg:
+        return llm_cfg
+    from kohaku.config import unkeyed_fields
+
+    target = CONFIGS.get(str(llm_cfg.get("backend")))
+    dropped = unkeyed_fields(_resolve(target)) if target else frozenset()
+    out = {k: v for k, v in llm_cfg.items() if k not in dropped}
+    out["backend_identity"] = backend_identity(llm_cfg)
+    return out
+
+
+def library_tag(names: tuple[str, ...]) -> str:
+    """``"#torch-2.13.0+cpu,transformers-5.24.0"``: the installed versions of the distributions
+    ``names`` (those not installed are left out; "" when none is), for a backend's identity."""
+    found = [(name, _dist_version(name)) for name in names]
+    tag = ",".join(f"{name}-{version}" for name, version in found if version)
+    return f"#{tag}" if tag else ""
+
+
+@functools.lru_cache(maxsize=64)
+def _dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def short_hash(obj: Any, n: int = 16) -> str:
     """A stable hex digest of a JSON-serialisable object."""
     data = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()
@@ -224,6 +273,23 @@ BACKENDS: dict[str, str] = {
     "vllm": "kohaku.llm.vllm_backend:from_config",
     "openai": "kohaku.llm.openai_backend:OpenAIBackend.from_config",
     "fake": "kohaku.llm.fake:FakeBackend.from_config",
+}
+
+
+# backend name -> "module:function" of ``f(llm_cfg) -> identity`` (see backend_identity).
+IDENTITIES: dict[str, str] = {
+    "hf": "kohaku.llm.hf.backend:config_identity",
+    "vllm": "kohaku.llm.vllm_backend:config_identity",
+    "openai": "kohaku.llm.openai_backend:config_identity",
+    "fake": "kohaku.llm.fake:config_identity",
+}
+
+# backend name -> "module:class" of its config dataclass (its not_keyed fields leave the keys).
+CONFIGS: dict[str, str] = {
+    "hf": "kohaku.llm.hf.backend:HFConfig",
+    "vllm": "kohaku.llm.vllm_backend:VLLMConfig",
+    "openai": "kohaku.llm.openai_backend:OpenAIConfig",
+    "fake": "kohaku.llm.fake:FakeConfig",
 }
 
 

@@ -135,6 +135,13 @@ def _task_answer(req: ChatRequest, text: str, props: dict[str, Any], seed: int) 
     return json.dumps(out)
 
 
+def config_identity(llm_cfg: dict[str, Any]) -> str:
+    """The backend's identity (kohaku.llm.base.backend_identity): identity_of, whose
+    ``llm.revision`` (conf/llm/fake.yaml) is the fake's decoder version: bump it when the
+    default script answers differently, so its artifacts and cached samples are not reused."""
+    return identity_of(llm_cfg)
+
+
 class FakeBackend:
     """Deterministic backend; ``calls`` holds the request lists of every generate call."""
 
@@ -154,7 +161,7 @@ class FakeBackend:
             from kohaku.config import ConfigError
 
             raise ConfigError(f"llm.script={cfg.script!r}: the fake backend knows only 'default'")
-        return cls(name=cfg.name, max_context=cfg.max_context, identity=identity_of(llm_cfg))
+        return cls(name=cfg.name, max_context=cfg.max_context, identity=config_identity(llm_cfg))
 
     @property
     def identity(self) -> str:

@@ -50,7 +50,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from kohaku.config import build
+from kohaku.config import build, not_keyed
 from kohaku.llm.base import (
     BackendError,
     ChatRequest,
@@ -64,6 +64,10 @@ from kohaku.text.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
+# Bump when what kohaku sends or how it reads the answer back changes what a sample is: part of
+# the identity (kohaku.llm.base.backend_identity; the server's own version is the server's).
+DECODER_VERSION = "1"
+
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 FALLBACK_CONTEXT = 32768     # tokens, when llm.max_context is null and the server reports none
 
@@ -75,17 +79,20 @@ class OpenAIConfig:
     model: str
     revision: str | None = None
     base_url: str | None = None            # overrides the variable named by base_url_env
-    base_url_env: str = "OPENAI_BASE_URL"
-    api_key_env: str = "OPENAI_API_KEY"
+    # the server's url is in the identity (config_identity), whichever setting named it
+    base_url_env: str = not_keyed("OPENAI_BASE_URL")
+    api_key_env: str = not_keyed("OPENAI_API_KEY")
     default_base_url: str = "https://api.openai.com/v1"
-    max_concurrency: int = 8               # requests in flight
-    max_retries: int = 6                   # per HTTP request
-    backoff_base: float = 1.0              # seconds; doubles per retry, with +-50 % jitter
-    backoff_max: float = 60.0
-    connect_timeout: float = 10.0          # seconds to open a connection
-    timeout: float = 300.0                 # seconds to wait for the answer of one request
-    stall_seconds: float = 30.0            # no request finished this long: log and probe the server
-    progress: bool = True                  # progress bar while requests are in flight
+    # how requests travel, not what they ask: a request that fails for good fails the stage
+    # (each sample is one request with its own seed, whatever is in flight beside it)
+    max_concurrency: int = not_keyed(8)    # requests in flight
+    max_retries: int = not_keyed(6)        # per HTTP request
+    backoff_base: float = not_keyed(1.0)   # seconds; doubles per retry, with +-50 % jitter
+    backoff_max: float = not_keyed(60.0)
+    connect_timeout: float = not_keyed(10.0)   # seconds to open a connection
+    timeout: float = not_keyed(300.0)      # seconds to wait for the answer of one request
+    stall_seconds: float = not_keyed(30.0)     # no request finished this long: log and probe the server
+    progress: bool = not_keyed(True)       # progress bar while requests are in flight
     max_context: int | None = 32768        # tokens the served model accepts; null: ask the server
     estimate_margin: float = 0.10          # share of a server-reported context kept free
     json_mode: str = "schema"              # schema | object | none
@@ -208,17 +215,27 @@ def _opener(flight: _Flight, read_timeout: float) -> urllib.request.OpenerDirect
     return urllib.request.build_opener(HTTP, HTTPS)
 
 
+def _base_url(cfg: OpenAIConfig) -> str:
+    return (cfg.base_url or os.environ.get(cfg.base_url_env) or cfg.default_base_url).rstrip("/")
+
+
+def config_identity(llm_cfg: dict[str, Any]) -> str:
+    """The backend's identity (kohaku.llm.base.backend_identity) without a request:
+    identity_of + the server's url + DECODER_VERSION."""
+    cfg = build(OpenAIConfig, llm_cfg, "llm")
+    return f"{identity_of(llm_cfg)}#{_base_url(cfg)}#dec{DECODER_VERSION}"
+
+
 class OpenAIBackend:
     """See the module docstring. ``retries`` counts the retried HTTP attempts; ``requests_sent``
     the HTTP attempts made."""
 
     def __init__(self, cfg: OpenAIConfig, raw_cfg: dict[str, Any] | None = None):
         self.cfg = cfg
-        self.base_url = (cfg.base_url or os.environ.get(cfg.base_url_env) or cfg.default_base_url).rstrip("/")
+        self.base_url = _base_url(cfg)
         self.api_key = os.environ.get(cfg.api_key_env, "")
-        self._identity = identity_of(raw_cfg or {"backend": "openai", "model": cfg.model,
-                                                 "revision": cfg.revision})
-        self._identity += f"#{self.base_url}"
+        self._identity = (f"{identity_of(raw_cfg or {'backend': 'openai', 'model': cfg.model, 'revision': cfg.revision})}"
+                          f"#{self.base_url}#dec{DECODER_VERSION}")
         self.retries = 0
         self.requests_sent = 0
         self._lock = threading.Lock()

