@@ -18,7 +18,7 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from kohaku.artifacts import artifact_key, fingerprint_files
-from kohaku.config import ConfigError, as_dict, build
+from kohaku.config import ConfigError, as_dict, build, key_data
 
 
 def select(cfg: DictConfig, key: str) -> Any:
@@ -48,7 +48,12 @@ class Stage:
     version:     bump when the code changes what the stage produces (invalidates old artifacts).
     inputs:      upstream stage names whose artifacts ``compute`` reads; the run order comes
                  from them.
-    config_keys: dotted config paths that form the hashed config slice.
+    config_keys: dotted config paths that form the hashed config slice. The slice says exactly
+                 what can change the output: typed keys hash their built dataclass without the
+                 fields made by ``kohaku.config.not_keyed`` (worker and thread counts),
+                 ``unkeyed`` leaves out more, ``llm_configs`` hash an llm config as
+                 ``kohaku.llm.base.key_config`` gives it (the backend's identity in, its thread
+                 counts, progress bars, HTTP concurrency, timeouts and retries out).
     compute:     ``compute(ctx) -> {table_name: DataFrame}``; each table is written as
                  ``<table_name>.parquet``. Extra files may be written into ``ctx.out_dir``.
     file_inputs: optional ``f(cfg) -> [Path]``: external files (corpus, CSVs) whose content is
@@ -59,6 +64,12 @@ class Stage:
     summary_events: summary counters that mean "something went wrong but the run went on",
                  with the words the end-of-run problem lines use for them.
     run_dir_files: files of the artifact copied into the run dir (for people and reports).
+    unkeyed:     dotted paths under ``config_keys`` that cannot change the output and that no
+                 ``not_keyed`` field declares (a key of an untyped group, a cache-use flag of a
+                 config class the stage does not own): left out of the slice.
+    llm_configs: dotted paths under ``config_keys`` holding an llm config (``llm``,
+                 ``planner.llm``...): hashed as ``kohaku.llm.base.key_config`` gives it, so an
+                 artifact made by another decoder or library version is not reused.
     """
 
     name: str
@@ -71,11 +82,53 @@ class Stage:
     configs: Mapping[str, type] = field(default_factory=dict)
     summary_events: Mapping[str, str] = field(default_factory=dict)
     run_dir_files: tuple[str, ...] = ()
+    unkeyed: tuple[str, ...] = ()
+    llm_configs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for path in (*self.unkeyed, *self.llm_configs):
+            self._locate(path)
 
     def config_slice(self, cfg: DictConfig) -> dict[str, Any]:
         """What the cache key hashes: each config key's value, typed keys as their built
-        dataclass (so a default changed only in code changes the key)."""
-        return {key: self.typed(cfg, key, as_data=True) for key in self.config_keys}
+        dataclass (so a default changed only in code changes the key) without its ``not_keyed``
+        fields; then ``unkeyed`` left out and ``llm_configs`` as ``key_config`` gives them."""
+        slice_ = {key: self._keyed(cfg, key) for key in self.config_keys}
+        for path in self.unkeyed:
+            parent, name = self._parent(slice_, path)
+            if isinstance(parent, dict):
+                parent.pop(name, None)
+        if self.llm_configs:
+            from kohaku.llm.base import key_config
+
+            for path in self.llm_configs:
+                parent, name = self._parent(slice_, path)
+                if isinstance(parent, dict) and name in parent:
+                    parent[name] = key_config(parent[name])
+        return slice_
+
+    def _keyed(self, cfg: DictConfig, key: str) -> Any:
+        value = plain(cfg, key)
+        cls = self.configs.get(key)
+        return key_data(build(cls, value, key)) if cls is not None else value
+
+    def _locate(self, path: str) -> tuple[str, list[str]]:
+        """(config key, the path's parts below it) of a dotted path under ``config_keys``."""
+        for key in sorted(self.config_keys, key=len, reverse=True):
+            if path == key or path.startswith(key + "."):
+                return key, [p for p in path[len(key):].split(".") if p]
+        raise ValueError(f"stage '{self.name}': '{path}' is under none of config_keys={self.config_keys}")
+
+    def _parent(self, slice_: dict[str, Any], path: str) -> tuple[Any, str]:
+        """(the mapping holding ``path``'s last part, that part); (None, "") where the slice
+        has no such mapping (a group without that key)."""
+        key, parts = self._locate(path)
+        if not parts:
+            return slice_, key
+        node: Any = slice_.get(key)
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        return (node, parts[-1]) if isinstance(node, dict) else (None, "")
 
     def cache_identity(self, cfg: DictConfig, inputs: Mapping[str, str],
                        fingerprint: Callable[[list[Path]], dict[str, str]] = fingerprint_files,
