@@ -46,5 +46,7 @@ STAGE = Stage(
     compute=compute,
     outputs=("captions",),
     configs={"caption": CaptionConfig},
+    llm_configs=("caption.llm",),
+    unkeyed=("caption.use_cache",),
     summary_events={"empty_captions": "figures with an empty caption"},
 )

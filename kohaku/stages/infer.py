@@ -57,4 +57,8 @@ STAGE = Stage(
     outputs=("generations",),
     configs={"infer": InferConfig, "task.answer": AnswerSpec},
     summary_events=SUMMARY_EVENTS,
+    # the llm config with its backend's identity (decoder version, library versions, resolved
+    # dtype), without its thread count or progress bar; reusing cached samples cannot change one
+    llm_configs=("llm",),
+    unkeyed=("infer.generation_cache",),
 )

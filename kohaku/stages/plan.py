@@ -25,4 +25,5 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
 
 
 STAGE = Stage(name="plan", version="1", inputs=("questions", "tree"), config_keys=("planner",),
-              compute=compute, outputs=("queries",), configs={"planner": PlannerConfig})
+              compute=compute, outputs=("queries",), configs={"planner": PlannerConfig},
+              llm_configs=("planner.llm",), unkeyed=("planner.generation_cache",))

@@ -112,4 +112,7 @@ STAGE = Stage(
     file_inputs=gold_files,
     outputs=("hits", "ranking", "contexts"),
     configs={"retrieve": RetrieveConfig, "embed": EmbedConfig, "reranker": RerankerConfig, "task.gold": GoldSpec},
+    llm_configs=("reranker.llm",),
+    # the query encoder's thread count and the cache-use flags cannot change a ranking
+    unkeyed=("embed.torch_threads", "embed.cache", "reranker.generation_cache"),
 )

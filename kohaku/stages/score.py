@@ -80,6 +80,7 @@ STAGE = Stage(
     # llm: the judge metric's model (the run's; infer's key holds it already, so no extra misses)
     config_keys=("corpus.solutions", "score", "task.name", "task.solutions", "task.score",
                  "task.submission", "llm"),
+    llm_configs=("llm", "score.judge_llm"),
     compute=compute,
     file_inputs=_file_inputs,
     outputs=("scores",),
