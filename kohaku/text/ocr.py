@@ -29,6 +29,7 @@ What the parse stage uses, per page:
 from __future__ import annotations
 
 import functools
+import io
 import os
 import re
 import resource
@@ -66,6 +67,7 @@ class OcrOptions:
     psm: int = 3                # tesseract page segmentation: 3 = automatic (columns, blocks)
     threads: int = 1            # OMP_THREAD_LIMIT per call: parse workers are the parallelism
     command: str = ""           # the tesseract executable; "" = "tesseract" on PATH
+    orient: bool = True         # turn pages whose text is sideways or upside down (see ocr_page)
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -99,6 +101,9 @@ class OcrPage:
     seconds: float = 0.0             # wall time of this page's recognition
     cpu_seconds: float = 0.0         # the engine process's CPU time (user + sys), steadier on a busy machine
     error: str | None = None         # why the page has no words (failure, timeout); None when it ran
+    rotation: int = 0                # clockwise degrees the page was turned to read it (0, 90, 180, 270)
+    width_pt: float = 0.0            # the frame the words are in: the page's, or the turned page's
+    height_pt: float = 0.0
 
     @property
     def text(self) -> str:
@@ -271,6 +276,7 @@ _XSIZE = re.compile(r"x_size\s+([\d.]+)")
 _XASC = re.compile(r"x_ascenders\s+([\d.]+)")
 _XDESC = re.compile(r"x_descenders\s+([\d.]+)")
 _MIN_PUNCT_CONF = 50.0  # a word without a letter or digit below this confidence is noise
+_MIN_UPRIGHT_CONF = 60.0  # a first reading less confident than this may be upside down or sideways
 _LINE_CLASSES = {"ocr_line", "ocr_header", "ocr_caption", "ocr_textfloat"}
 
 
@@ -310,6 +316,7 @@ def _parse_hocr(data: bytes) -> list[dict[str, Any]]:
                     conf = _WCONF.search(w.get("title", ""))
                     x0, _, x1, _ = (int(v) for v in wb.groups())
                     words.append({"text": text, "px0": x0, "px1": x1, "ptop": ly0, "pbottom": ly1,
+                                  "lx0": lx0, "lx1": lx1,
                                   "xsize": x_size, "xheight": x_height,
                                   "conf": float(conf.group(1)) if conf else 0.0,
                                   "block": n_block, "line": n_line})
@@ -375,45 +382,138 @@ def _even_sizes(values: list[float], tol: float = 0.08) -> dict[float, float]:
     return out
 
 
-def ocr_page(image: Image.Image, page_width_pt: float, page_height_pt: float, opts: OcrOptions) -> OcrPage:
-    """Recognise one rendered page. Never raises for the engine's sake: a missing engine, a
-    failure or a timeout (``opts.timeout_s``) is ``OcrPage.error`` with no words."""
-    t0 = time.perf_counter()
-    try:
-        import io
+class _PassError(Exception):
+    pass
 
-        gray = image.convert("L")
-        w_px, h_px = gray.size
-        if w_px <= 0 or h_px <= 0 or page_width_pt <= 0 or page_height_pt <= 0:
-            return OcrPage(error=f"empty page image ({w_px}x{h_px} px, {page_width_pt}x{page_height_pt} pt)")
-        sx, sy = page_width_pt / w_px, page_height_pt / h_px
-        dpi = max(1, round(72.0 / sx))
-        buf = io.BytesIO()
-        gray.save(buf, "PPM")  # binary PGM: read by leptonica without decoding cost
-        exe = shutil.which(_command(opts)) or _command(opts)
-        cmd = [exe, "stdin", "stdout", "-l", opts.lang, "--psm", str(opts.psm), "--dpi", str(dpi),
-               "-c", "tessedit_create_hocr=1", "-c", "hocr_font_info=0"]
-        env = {**os.environ, "OMP_THREAD_LIMIT": str(opts.threads)}
-        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        proc = subprocess.run(cmd, input=buf.getvalue(), capture_output=True, timeout=opts.timeout_s, env=env)
+
+def _tesseract(gray: Image.Image, dpi: int, args: list[str], opts: OcrOptions, deadline: float,
+               cpu: list[float], lang: str | None = None) -> bytes:
+    """One tesseract run on a grayscale picture; its stdout. ``_PassError`` with the page's error
+    string on a timeout (the page's whole budget: ``deadline``), a failure or a missing engine."""
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        raise _PassError(f"OCR timed out after {opts.timeout_s:g} s (ocr.timeout_s)")
+    buf = io.BytesIO()
+    gray.save(buf, "PPM")  # binary PGM: read by leptonica without decoding cost
+    exe = shutil.which(_command(opts)) or _command(opts)
+    cmd = [exe, "stdin", "stdout", "-l", lang or opts.lang, "--dpi", str(dpi), *args]
+    env = {**os.environ, "OMP_THREAD_LIMIT": str(opts.threads)}
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        proc = subprocess.run(cmd, input=buf.getvalue(), capture_output=True, timeout=left, env=env)
     except subprocess.TimeoutExpired:
-        return OcrPage(seconds=time.perf_counter() - t0,
-                       error=f"OCR timed out after {opts.timeout_s:g} s (ocr.timeout_s)")
+        raise _PassError(f"OCR timed out after {opts.timeout_s:g} s (ocr.timeout_s)") from None
     except OSError as exc:
-        return OcrPage(seconds=time.perf_counter() - t0, error=f"OCR engine did not start: {exc}")
-    secs = time.perf_counter() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)  # other threads' children too
+        raise _PassError(f"OCR engine did not start: {exc}") from None
+    finally:
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu[0] += (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)  # other threads' children too
     if proc.returncode != 0:
         tail = (proc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
-        return OcrPage(seconds=secs, cpu_seconds=cpu, error=f"tesseract exited {proc.returncode}: {tail[-1] if tail else 'no message'}")
+        raise _PassError(f"tesseract exited {proc.returncode}: {tail[-1] if tail else 'no message'}")
+    return proc.stdout
+
+
+def _recognise(gray: Image.Image, dpi: int, opts: OcrOptions, deadline: float, cpu: list[float]) -> list[dict[str, Any]]:
+    data = _tesseract(gray, dpi, ["--psm", str(opts.psm), "-c", "tessedit_create_hocr=1", "-c", "hocr_font_info=0"],
+                      opts, deadline, cpu)
     try:
-        raw = _parse_hocr(proc.stdout)
+        raw = _parse_hocr(data)
     except ET.ParseError as exc:
-        return OcrPage(seconds=secs, cpu_seconds=cpu, error=f"unreadable tesseract output: {exc}")
+        raise _PassError(f"unreadable tesseract output: {exc}") from None
     # specks of dust come back as lone "." or "-" with confidence ~0: not words
     raw = [w for w in raw if w["conf"] >= _MIN_PUNCT_CONF or any(c.isalnum() for c in w["text"])]
-    raw = _merge_cjk(raw)
+    return _merge_cjk(raw)
+
+
+def _tall(w: dict[str, Any]) -> bool:
+    return w["pbottom"] - w["ptop"] > 1.5 * max(1, w["lx1"] - w["lx0"])
+
+
+def _upright_score(raw: list[dict[str, Any]]) -> float:
+    """Confidence summed over the words on lines wider than tall (what the layout can use)."""
+    return sum(w["conf"] for w in raw if not _tall(w))
+
+
+def _looks_sideways(raw: list[dict[str, Any]]) -> bool:
+    """Text not upright: most words on lines taller than wide (tesseract read the lines turned),
+    or a low mean confidence (upside-down text reads as garbage at ~40)."""
+    if not raw:
+        return False
+    mean = sum(w["conf"] for w in raw) / len(raw)
+    return sum(1 for w in raw if _tall(w)) > 0.5 * len(raw) or mean < _MIN_UPRIGHT_CONF
+
+
+def _orientation(gray: Image.Image, dpi: int, opts: OcrOptions, deadline: float, cpu: list[float]) -> int:
+    """Clockwise degrees that turn the picture upright (tesseract's orientation detection,
+    ``--psm 0``; needs osd.traineddata, which tesseract-ocr brings); 0 when unsure."""
+    try:
+        # "-l osd": with a recognition language, 5.3 answers an upside-down page with "Rotate: 90"
+        out = _tesseract(gray, dpi, ["--psm", "0"], opts, deadline, cpu, lang="osd").decode("utf-8", "replace")
+    except _PassError as exc:
+        if "timed out" in str(exc):
+            raise
+        return 0  # no osd data, too little text: keep the first reading
+    rot = re.search(r"Rotate:\s*(\d+)", out)
+    conf = re.search(r"Orientation confidence:\s*([\d.]+)", out)
+    if rot is None or conf is None or float(conf.group(1)) < 2.0:
+        return 0
+    return int(rot.group(1)) % 360
+
+
+def rotate_back(box: tuple[float, float, float, float], rotation: int, width_pt: float,
+                height_pt: float) -> tuple[float, float, float, float]:
+    """A box ``(x0, top, x1, bottom)`` in the frame of a page turned ``rotation`` degrees
+    clockwise (``OcrPage.rotation``; ``width_pt`` x ``height_pt`` is that turned frame) -> the
+    same box on the page as rendered (for figure crops and overlays)."""
+    x0, t, x1, b = box
+    if rotation == 90:     # turned frame (x', y') came from page (y', W' - x')
+        return (t, width_pt - x1, b, width_pt - x0)
+    if rotation == 180:
+        return (width_pt - x1, height_pt - b, width_pt - x0, height_pt - t)
+    if rotation == 270:    # turned frame (x', y') came from page (H' - y', x')
+        return (height_pt - b, x0, height_pt - t, x1)
+    return box
+
+
+def ocr_page(image: Image.Image, page_width_pt: float, page_height_pt: float, opts: OcrOptions) -> OcrPage:
+    """Recognise one rendered page. Never raises for the engine's sake: a missing engine, a
+    failure or a timeout (``opts.timeout_s``, for the page as a whole) is ``OcrPage.error`` with
+    no words.
+
+    A page whose text is not upright (a landscape table scanned sideways, a page upside down) is
+    turned: when the first reading looks sideways (``_looks_sideways``) and ``opts.orient``,
+    tesseract's orientation detection says by how much, the picture is turned and read again,
+    and the better reading is kept. Then ``OcrPage.rotation`` is the clockwise turn and the words
+    are in the turned frame (``OcrPage.width_pt`` x ``height_pt``, swapped for 90 and 270), so
+    rows read left to right; ``rotate_back`` maps a box to the page as rendered. Cost: a page
+    read at a mean confidence under 60 (poor scans, a script the language data does not cover)
+    pays one orientation check, ~1 CPU-s at 200 dpi, even when it is upright; a turned page
+    about three readings."""
+    t0 = time.perf_counter()
+    deadline = t0 + float(opts.timeout_s)
+    cpu = [0.0]
+    gray = image.convert("L")
+    w_px, h_px = gray.size
+    if w_px <= 0 or h_px <= 0 or page_width_pt <= 0 or page_height_pt <= 0:
+        return OcrPage(error=f"empty page image ({w_px}x{h_px} px, {page_width_pt}x{page_height_pt} pt)")
+    sx, sy = page_width_pt / w_px, page_height_pt / h_px
+    dpi = max(1, round(72.0 / sx))
+    rotation = 0
+    width_pt, height_pt = page_width_pt, page_height_pt
+    try:
+        raw = _recognise(gray, dpi, opts, deadline, cpu)
+        if opts.orient and _looks_sideways(raw):
+            turn = _orientation(gray, dpi, opts, deadline, cpu)
+            if turn:
+                turned = _recognise(gray.rotate(-turn, expand=True), dpi, opts, deadline, cpu)
+                if _upright_score(turned) > _upright_score(raw):
+                    raw, rotation = turned, turn
+                    if turn in (90, 270):
+                        width_pt, height_pt = page_height_pt, page_width_pt
+                        sx, sy = sy, sx
+    except _PassError as exc:
+        return OcrPage(seconds=time.perf_counter() - t0, cpu_seconds=cpu[0], error=str(exc))
     _line_sizes(raw)
     sizes = _even_sizes([w["xsize"] for w in raw])
     words = []
@@ -428,7 +528,8 @@ def ocr_page(image: Image.Image, page_width_pt: float, page_height_pt: float, op
             "block": w["block"], "line": w["line"],
         })
     mean = sum(w["conf"] for w in words) / len(words) if words else 0.0
-    return OcrPage(words=words, mean_conf=mean, seconds=time.perf_counter() - t0, cpu_seconds=cpu)
+    return OcrPage(words=words, mean_conf=mean, seconds=time.perf_counter() - t0, cpu_seconds=cpu[0],
+                   rotation=rotation, width_pt=width_pt, height_pt=height_pt)
 
 
 # --- evaluation helpers (tests, bench) --------------------------------------------------------
