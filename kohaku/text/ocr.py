@@ -20,10 +20,12 @@ What the parse stage uses, per page:
   fontname``) plus ``conf`` (0-100) and ``block``/``line`` numbers, in the engine's reading order
   (block, paragraph, line, word). ``top``/``bottom`` are the line's box, not the word's, so all
   words of a printed line share one ``top`` (ascenders and descenders do not split a row);
-  ``size`` is the line's height estimate in points (tesseract's ``x_size``: ascender to
-  descender; 0.96-0.97 times the nominal font size for DejaVu Serif at 10.5 and 18 pt), snapped to
-  the most frequent size within 8 % on the page, so body text has one size and headings are
-  larger (see ``_even_sizes``).
+  ``size`` is the line's height estimate in points (tesseract's ``x_size``, ascender to
+  descender, checked against the line's x-height: ``_line_sizes``), snapped to the most frequent
+  size within 8 % on the page (``_even_sizes``), so body text has one size and headings are
+  larger: 10.1 for 10.5 pt and 17.2 for 18 pt DejaVu Serif (about 0.96 x the font size);
+  a page scanned sideways or upside down is turned first (``OcrPage.rotation``, ``rotate_back``);
+- ``plan_pages(needs, opts)``: which pages to recognise within ``max_pages``, and the warning.
 """
 
 from __future__ import annotations
@@ -414,7 +416,8 @@ def _tesseract(gray: Image.Image, dpi: int, args: list[str], opts: OcrOptions, d
     return proc.stdout
 
 
-def _recognise(gray: Image.Image, dpi: int, opts: OcrOptions, deadline: float, cpu: list[float]) -> list[dict[str, Any]]:
+def _recognise(gray: Image.Image, dpi: int, opts: OcrOptions, deadline: float,
+               cpu: list[float]) -> list[dict[str, Any]]:
     data = _tesseract(gray, dpi, ["--psm", str(opts.psm), "-c", "tessedit_create_hocr=1", "-c", "hocr_font_info=0"],
                       opts, deadline, cpu)
     try:
