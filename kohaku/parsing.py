@@ -20,12 +20,12 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 from tqdm import tqdm
 
-from kohaku.config import ConfigError
+from kohaku.config import ConfigError, available_cpus, not_keyed
 from kohaku.corpus import CorpusConfig, read_metadata
 from kohaku.text.figures import FigureBox, FigureOptions, png_bytes, png_size, sha256
 
@@ -84,7 +84,13 @@ def _default_search() -> dict[str, list[str]]:
 class ParseConfig:
     """The ``parse`` config group."""
 
-    workers: int | None = None          # PDF worker processes; null = min(4, cpu count)
+    workers: int | None = not_keyed(None)   # PDF worker processes; null = min(4, cores available); not in the key
+    # pdfium: PDFium's compiled text layer + pdfplumber's table finder on pages with ruling
+    # lines (~25x faster); pdfplumber: pdfplumber for every page (kohaku/text/pdf.py)
+    engine: str = "pdfium"
+    # a long PDF is read in page ranges of this size, one per job (the blocks are the same
+    # whatever the size: not in the key)
+    pages_per_job: int = not_keyed(48)
     # which file wins when a document exists in several formats
     priority: list[str] = field(default_factory=lambda: list(FORMATS))
     # folders (relative to corpus.root) searched for <id>.<ext>, in order
@@ -104,6 +110,12 @@ class ParseConfig:
             raise ValueError(f"search has unknown format(s) {bad}; formats are {list(FORMATS)}")
         if self.workers is not None and int(self.workers) < 1:
             raise ValueError(f"workers={self.workers}: use a positive number or null")
+        from kohaku.text.pdf import ENGINES
+
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine={self.engine!r}: use one of {', '.join(ENGINES)}")
+        if int(self.pages_per_job) < 1:
+            raise ValueError(f"pages_per_job={self.pages_per_job}: use 1 or more")
         self.figures.validate()
 
     def __post_init__(self) -> None:
@@ -112,7 +124,7 @@ class ParseConfig:
 
     @property
     def n_workers(self) -> int:
-        return int(self.workers) if self.workers else max(1, min(4, os.cpu_count() or 1))
+        return int(self.workers) if self.workers else max(1, min(4, available_cpus()))
 
 
 # ----------------------------------------------------------------------- discovery
@@ -240,16 +252,11 @@ def parse_file(fmt: str, path: Path, cfg: ParseConfig,
     A PDF's figures are appended to ``figures`` when it is given."""
     from kohaku.text import formats
 
-    if not path.is_file():
-        raise formats.DocumentError(f"file not found: {path}")
-    if path.stat().st_size == 0:
-        raise formats.DocumentError("empty file (0 bytes); re-download it or remove its metadata row")
+    _check_file(path)
     if fmt == "pdf":
-        from kohaku.text.pdf import PdfOptions, read_pdf
+        from kohaku.text.pdf import read_pdf
 
-        opts = PdfOptions(min_gutter=cfg.min_gutter, heading_ratio=cfg.heading_ratio, tables=cfg.tables,
-                          figures=cfg.figures if cfg.figures.enabled else None)
-        return read_pdf(path, opts, figures)
+        return read_pdf(path, _pdf_options(cfg), figures)
     if fmt == "json":
         return formats.read_json(path)
     if fmt == "md":
@@ -257,40 +264,211 @@ def parse_file(fmt: str, path: Path, cfg: ParseConfig,
     return formats.read_text(path)
 
 
-def _parse_job(job: tuple[str, str, str, dict[str, Any]]) -> dict[str, Any]:
-    """Worker entry point (module level so a spawned process can import it)."""
-    doc_id, fmt, path, cfg_values = job
+# A job: (doc_id, format, path, config values, first page, page after the last; 0/None for a
+# whole document). PDFs are read in page ranges (kohaku.text.pdf.read_pdf_part) and assembled
+# here; other formats are read whole.
+Job = tuple[str, str, str, dict[str, Any], int, "int | None"]
+
+
+def _pdf_options(cfg: ParseConfig) -> Any:
+    from kohaku.text.pdf import PdfOptions
+
+    return PdfOptions(min_gutter=cfg.min_gutter, heading_ratio=cfg.heading_ratio, tables=cfg.tables,
+                      figures=cfg.figures if cfg.figures.enabled else None, engine=cfg.engine)
+
+
+def _check_file(path: Path) -> None:
+    from kohaku.text.formats import DocumentError
+
+    if not path.is_file():
+        raise DocumentError(f"file not found: {path}")
+    if path.stat().st_size == 0:
+        raise DocumentError("empty file (0 bytes); re-download it or remove its metadata row")
+
+
+def _parse_job(job: Job) -> dict[str, Any]:
+    """Worker entry point (module level so a spawned process can import it): a PDF part or a
+    whole document of another format; never raises (a bad document must not stop the corpus)."""
+    doc_id, fmt, path, cfg_values, start, stop = job
     cfg = ParseConfig(**cfg_values)
-    figures: list[FigureBox] = []
     try:
+        if fmt == "pdf":
+            from kohaku.text.pdf import read_pdf_part
+
+            _check_file(Path(path))
+            part = read_pdf_part(Path(path), _pdf_options(cfg), start, stop, want_figures=cfg.figures.enabled)
+            return {"doc_id": doc_id, "part": part, "error": ""}
+        figures: list[FigureBox] = []
         blocks, n_pages, warnings = parse_file(fmt, Path(path), cfg, figures)
         return {"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings, "error": "",
                 "figures": figures}
-    except Exception as exc:  # a bad document must never stop the corpus
-        from kohaku.text.formats import DocumentError
-
-        message = str(exc) if isinstance(exc, DocumentError) else f"{type(exc).__name__}: {exc}"
-        return {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [], "error": message, "figures": []}
+    except Exception as exc:
+        return {"doc_id": doc_id, "error": _error_text(exc)}
 
 
-def _run_jobs(jobs: list[tuple[str, str, str, dict[str, Any]]], workers: int) -> dict[str, dict[str, Any]]:
+def _error_text(exc: BaseException) -> str:
+    from kohaku.text.formats import DocumentError
+
+    return str(exc) if isinstance(exc, DocumentError) else f"{type(exc).__name__}: {exc}"
+
+
+def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig,
+               cfg_values: dict[str, Any]) -> tuple[list[Job], dict[str, int]]:
+    """Jobs (long PDFs split into ``cfg.pages_per_job`` page ranges, the longest first so no
+    document is left to run alone at the end) and the number of jobs of each document."""
+    from kohaku.text.pdf import pdf_page_count
+
+    jobs: list[tuple[int, Job]] = []
+    counts: dict[str, int] = {}
+    step = int(cfg.pages_per_job)
+    for doc_id, hits in found.items():
+        if not hits:
+            continue
+        fmt, path = hits[0]
+        n = 0
+        if fmt == "pdf":
+            try:
+                n = pdf_page_count(path) if path.stat().st_size else 0
+            except Exception:  # unreadable: one job reports the reason
+                n = 0
+        ranges: list[tuple[int, int | None]] = [(a, min(a + step, n)) for a in range(0, n, step)] or [(0, None)]
+        counts[doc_id] = len(ranges)
+        for a, b in ranges:
+            jobs.append(((b - a) if b is not None else 1, (doc_id, fmt, str(path), cfg_values, a, b)))
+    jobs.sort(key=lambda j: -j[0])
+    return [j for _, j in jobs], counts
+
+
+def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers: int) -> dict[str, dict[str, Any]]:
+    """Run the jobs (in worker processes when there are several and ``workers`` > 1) -> one
+    result per document: PDF parts assembled in page order."""
+    from kohaku.text.pdf import assemble_pdf
+
+    parts: dict[str, list[dict[str, Any]]] = {}
     results: dict[str, dict[str, Any]] = {}
-    n_pdf = sum(1 for j in jobs if j[1] == "pdf")
-    if workers <= 1 or n_pdf < 2:
-        for job in tqdm(jobs, desc="parse", unit="doc", disable=len(jobs) < 20):
-            results[job[0]] = _parse_job(job)
-        return results
+    opts = _pdf_options(cfg)
+    engine: Counter = Counter()
+
+    def take(res: dict[str, Any]) -> None:
+        doc_id = res["doc_id"]
+        if "part" not in res and "blocks" in res:   # a whole non-PDF document
+            results[doc_id] = res
+            return
+        got = parts.setdefault(doc_id, [])
+        got.append(res)
+        if len(got) < counts[doc_id]:
+            return
+        del parts[doc_id]
+        for r in got:
+            if r.get("part") is not None:
+                engine["pages"] += len(r["part"].pages)
+                engine.update(r["part"].engine)
+        errors = [r["error"] for r in got if r["error"]]
+        if errors:
+            results[doc_id] = {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [], "error": errors[0],
+                               "figures": []}
+            return
+        figures: list[FigureBox] = []
+        try:
+            blocks, n_pages, warnings = assemble_pdf([r["part"] for r in got], opts,
+                                                     figures if cfg.figures.enabled else None)
+            results[doc_id] = {"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings,
+                               "error": "", "figures": figures}
+        except Exception as exc:
+            results[doc_id] = {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [],
+                               "error": _error_text(exc), "figures": []}
+
+    total = sum((j[5] - j[4]) if j[5] is not None else 1 for j in jobs)
+    bar = tqdm(total=total, desc="parse", unit="page", disable=total < 50)
+    try:
+        if workers <= 1 or len(jobs) < 2:
+            for job in jobs:
+                take(_parse_job(job))
+                bar.update((job[5] - job[4]) if job[5] is not None else 1)
+        else:
+            _run_pool(jobs, min(workers, len(jobs)), take, bar)
+    finally:
+        bar.close()
+    if engine["pages"]:
+        log.info("PDF pages read: %d (engine %s); pdfplumber asked for ruled tables on %d, opened %d",
+                 engine["pages"], cfg.engine, engine["table_pages"], engine["plumber_pages"])
+    return results
+
+
+def _run_pool(jobs: list[Job], workers: int, take: Callable[[dict[str, Any]], None], bar: Any) -> None:
+    """The jobs in ``workers`` spawned processes. A stop (SIGINT, SIGTERM, or any error here)
+    terminates the workers before it goes on up; a worker whose parent is gone exits by itself."""
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(os.getpid(),))
+    restore = _raise_on_sigterm()
+    try:
         futures = {pool.submit(_parse_job, job): job for job in jobs}
-        for fut in tqdm(as_completed(futures), total=len(futures), desc="parse", unit="doc"):
+        for fut in as_completed(futures):
             job = futures[fut]
             try:
-                results[job[0]] = fut.result()
+                res = fut.result()
             except Exception as exc:  # a worker died (out of memory, segfault in a C library)
-                results[job[0]] = {"doc_id": job[0], "blocks": [], "n_pages": 0, "warnings": [],
-                                   "error": f"worker failed: {type(exc).__name__}: {exc}"}
-    return results
+                res = {"doc_id": job[0], "error": f"worker failed: {type(exc).__name__}: {exc}"}
+                if job[1] != "pdf":
+                    res.update(blocks=[], n_pages=0, warnings=[], figures=[])
+            take(res)
+            bar.update((job[5] - job[4]) if job[5] is not None else 1)
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    finally:
+        restore()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_init(parent: int) -> None:
+    """In each parse worker: Ctrl-C is the parent's to handle (it stops the workers), and a
+    watchdog ends the worker when its parent is gone (killed without a chance to stop them)."""
+    import signal
+    import threading
+    import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(1)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def _raise_on_sigterm() -> Callable[[], None]:
+    """SIGTERM raises SystemExit(143) in the main thread while workers run (so they are stopped
+    on the way out); returns the function that puts the previous handler back."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's worker processes now (then kill any that linger)."""
+    procs = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=5)
+    log.warning("parse stopped: %d worker process(es) terminated", len(procs))
 
 
 def parse_corpus(
@@ -308,13 +486,9 @@ def read_corpus(
     root = Path(root)
     ids = metadata["id"].to_list()
     found = find_documents(root, ids, cfg)
-    cfg_values = {
-        "workers": cfg.workers, "priority": list(cfg.priority), "search": dict(cfg.search),
-        "tables": cfg.tables, "min_gutter": cfg.min_gutter, "heading_ratio": cfg.heading_ratio,
-        "figures": dataclasses.asdict(cfg.figures),
-    }
-    jobs = [(doc_id, hits[0][0], str(hits[0][1]), cfg_values) for doc_id, hits in found.items() if hits]
-    results = _run_jobs(jobs, cfg.n_workers)
+    cfg_values = dataclasses.asdict(cfg)
+    jobs, counts = _plan_jobs(found, cfg, cfg_values)
+    results = _run_jobs(jobs, counts, cfg, cfg.n_workers)
 
     doc_rows: list[dict[str, Any]] = []
     block_rows: list[dict[str, Any]] = []

@@ -1,4 +1,11 @@
-"""PDF -> parse blocks with pdfplumber: reading order, columns, headings by font, ruled tables.
+"""PDF -> parse blocks: reading order, columns, headings by font, ruled tables.
+
+Characters, boxes, fonts and page objects come from an engine (``PdfOptions.engine``):
+``pdfium`` (default; kohaku/text/pdfium_page.py: PDFium's compiled text layer, ~25x faster,
+with pdfplumber's table finder and figure geometry asked only on the pages that need them) or
+``pdfplumber`` (pdfplumber for every page, as before). The layout below is kohaku's own and the
+same for both. A document is read in parts (``read_pdf_part``: a page range, one per worker
+job) and assembled (``assemble_pdf``: the steps that need every page).
 
 Per page:
 - ruled tables come from ``page.find_tables()``; each becomes a ``table`` block (one row per
@@ -69,6 +76,9 @@ class PdfOptions:
     # (pdfplumber's default, 3 points whatever the size, glues tightly set words together:
     # "individualauthorcontributions" in ACL papers)
     word_gap_ratio: float | None = 0.15
+    # pdfium: characters and page objects from PDFium (compiled), pdfplumber's table finder only
+    # on pages whose ruling lines can form a table; pdfplumber: pdfplumber for every page
+    engine: str = "pdfium"
 
 
 def _is_bold(fontname: str) -> bool:
@@ -476,57 +486,122 @@ def _replaced_blocks(fig: FigureBox, page_blocks: list[Block], row_boxes: list[l
     return sorted(set(out))
 
 
-def read_pdf(path: Path, opts: PdfOptions | None = None, figures: list[FigureBox] | None = None,
-             figure_stats: Counter | None = None) -> tuple[list[Block], int, list[str]]:
-    """Parse one PDF -> (blocks, n_pages, warnings). Raises DocumentError when unreadable.
+ENGINES = ("pdfium", "pdfplumber")
 
-    With ``opts.figures`` enabled and a ``figures`` list, the document's figures are appended
-    to it (kohaku/text/figures.py), each with the index of the block it follows in reading
-    order (``anchor``); a figure that cannot be rendered is a warning naming its page and box.
-    ``figure_stats`` counts what the finder dropped or changed: ``tiny image`` / ``tiny vector``,
-    ``full_page``, ``repeated`` (logos), ``charts_not_tables`` (gridded charts find_tables took
-    for ruled tables), ``unrendered``."""
-    import pdfplumber  # imported here: worker processes pay for it only when there are PDFs
 
+@dataclass
+class PdfPart:
+    """What one worker reads of a PDF: the layout items of pages ``first``..``first + len(pages)``
+    (0-based), before the document-wide steps (body size, headings, paragraphs) that need every
+    page. A long document is read in parts by several workers and assembled in order."""
+
+    first: int
+    n_pages: int                          # pages of the whole document
+    pages: list[list[Any]]                # per page: rows, tables and figures in reading order
+    empty: list[int] = field(default_factory=list)      # 1-based pages without any word
+    warnings: list[str] = field(default_factory=list)
+    figures: list[FigureBox] = field(default_factory=list)
+    stats: Counter = field(default_factory=Counter)     # the figure finder's (see read_pdf)
+    # the pdfium engine's: table_pages (pages given to pdfplumber's table finder), plumber_pages
+    # (pages pdfplumber opened at all: tables, vector figures, renderings)
+    engine: Counter = field(default_factory=Counter)
+
+
+def pdf_page_count(path: Path) -> int:
+    """The number of pages (PDFium; milliseconds); raises DocumentError when unreadable."""
+    import pypdfium2 as pdfium
+
+    try:
+        pdf = pdfium.PdfDocument(str(path))
+    except Exception as exc:
+        raise DocumentError(_describe_open_error(exc)) from exc
+    try:
+        return len(pdf)
+    finally:
+        pdf.close()
+
+
+def read_pdf_part(path: Path, opts: PdfOptions | None = None, start: int = 0, stop: int | None = None,
+                  want_figures: bool = False) -> PdfPart:
+    """Pages ``start``..``stop`` (0-based, stop excluded; None = to the end) of one PDF -> their
+    layout items (``opts.engine``: ``pdfium``, the compiled text layer with pdfplumber's table
+    finder where ruling lines can make a table, or ``pdfplumber`` for every page). Raises
+    DocumentError when the file cannot be opened."""
     opts = opts or PdfOptions()
     path = Path(path)
     if path.stat().st_size == 0:
         raise DocumentError("empty file (0 bytes); re-download it")
-    warnings: list[str] = []
     try:
-        pdf = pdfplumber.open(path)
-    except Exception as exc:  # pdfminer raises many types; report them all the same way
+        if opts.engine == "pdfplumber":
+            import pdfplumber  # imported here: worker processes pay for it only when needed
+
+            pdf: Any = pdfplumber.open(path)
+            n_pages = len(pdf.pages)
+            get_page = pdf.pages.__getitem__
+        else:
+            from kohaku.text.pdfium_page import PdfiumDocument
+
+            pdf = PdfiumDocument(path)
+            n_pages = len(pdf)
+    except Exception as exc:  # pdfminer and PDFium raise many types; report them all the same way
         raise DocumentError(_describe_open_error(exc)) from exc
-    pages: list[list[Any]] = []
-    found: list[FigureBox] | None = [] if figures is not None else None
-    empty_pages = 0
+    stop = n_pages if stop is None else min(stop, n_pages)
+    part = PdfPart(first=start, n_pages=n_pages, pages=[])
+    found: list[FigureBox] | None = [] if want_figures else None
     try:
-        n_pages = len(pdf.pages)
-        for page in pdf.pages:
+        for index in range(start, stop):
             try:
-                items, n_words = _page_items(page, opts, found, figure_stats)
+                page = pdf.page(index, part.engine) if opts.engine == "pdfium" else get_page(index)
+            except Exception as exc:
+                raise DocumentError(_describe_open_error(exc)) from exc
+            try:
+                items, n_words = _page_items(page, opts, found, part.stats)
             except Exception as exc:
                 items, n_words = [], 0
-                warnings.append(f"page {page.page_number}: {type(exc).__name__}: {exc}")
+                part.warnings.append(f"page {index + 1}: {type(exc).__name__}: {exc}")
             finally:
                 page.close()
             if n_words == 0:
-                empty_pages += 1
-            pages.append(items)
+                part.empty.append(index + 1)
+            for item in items:  # the words are not needed past the page (smaller to send back)
+                if isinstance(item, _Row):
+                    item.words = []
+            part.pages.append(items)
+    except DocumentError:
+        raise
     except Exception as exc:
         raise DocumentError(_describe_open_error(exc)) from exc
     finally:
         pdf.close()
+    part.figures = found or []
+    return part
+
+
+def assemble_pdf(parts: list[PdfPart], opts: PdfOptions | None = None, figures: list[FigureBox] | None = None,
+                 figure_stats: Counter | None = None) -> tuple[list[Block], int, list[str]]:
+    """A document's parts (any order) -> (blocks, n_pages, warnings); the document-wide steps:
+    body font size, heading levels, paragraphs, repeated figures (logos). Raises DocumentError
+    when no page has text."""
+    opts = opts or PdfOptions()
+    parts = sorted(parts, key=lambda p: p.first)
+    n_pages = parts[0].n_pages if parts else 0
+    pages = [items for p in parts for items in p.pages]
+    empty = [n for p in parts for n in p.empty]
+    warnings = [w for p in parts for w in p.warnings]
+    found = [f for p in parts for f in p.figures]
+    if figure_stats is not None:
+        for p in parts:
+            figure_stats.update(p.stats)
     if n_pages == 0:
         raise DocumentError("PDF has no pages")
-    if empty_pages == n_pages:
+    if len(empty) == n_pages:
         raise DocumentError("no text layer (scanned or image-only PDF?); run OCR first or supply a text version")
-    if empty_pages:
-        warnings.append(f"{empty_pages} of {n_pages} pages have no text layer")
+    if empty:
+        warnings.append(f"{len(empty)} of {n_pages} pages have no text layer: {_page_list(empty)}")
     blocks = _blocks_from_pages(pages, opts)
     if not blocks:
         raise DocumentError("no text extracted")
-    if found is not None and figures is not None and opts.figures is not None:
+    if figures is not None and opts.figures is not None:
         kept, n_repeated = drop_repeated(found, opts.figures.repeat_pages)
         if figure_stats is not None and n_repeated:
             figure_stats["repeated"] += n_repeated
@@ -541,6 +616,34 @@ def read_pdf(path: Path, opts: PdfOptions | None = None, figures: list[FigureBox
             else:
                 figures.append(fig)
     return blocks, n_pages, warnings
+
+
+def _page_list(pages: list[int], limit: int = 20) -> str:
+    """"pages 3, 7-9, 12" (at most ``limit`` ranges named)."""
+    runs: list[list[int]] = []
+    for n in sorted(pages):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    named = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit]]
+    more = f" and {len(runs) - limit} more ranges" if len(runs) > limit else ""
+    return ("page " if len(pages) == 1 else "pages ") + ", ".join(named) + more
+
+
+def read_pdf(path: Path, opts: PdfOptions | None = None, figures: list[FigureBox] | None = None,
+             figure_stats: Counter | None = None) -> tuple[list[Block], int, list[str]]:
+    """Parse one PDF -> (blocks, n_pages, warnings). Raises DocumentError when unreadable.
+
+    With ``opts.figures`` enabled and a ``figures`` list, the document's figures are appended
+    to it (kohaku/text/figures.py), each with the index of the block it follows in reading
+    order (``anchor``); a figure that cannot be rendered is a warning naming its page and box.
+    ``figure_stats`` counts what the finder dropped or changed: ``tiny image`` / ``tiny vector``,
+    ``full_page``, ``repeated`` (logos), ``charts_not_tables`` (gridded charts find_tables took
+    for ruled tables), ``unrendered``."""
+    opts = opts or PdfOptions()
+    part = read_pdf_part(path, opts, want_figures=figures is not None)
+    return assemble_pdf([part], opts, figures, figure_stats)
 
 
 def _describe_open_error(exc: Exception) -> str:

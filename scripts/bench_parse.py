@@ -1,0 +1,160 @@
+#!/usr/bin/env python
+"""Parse speed beside the PDF text layer's own speed, on the same files in the same run.
+
+    python scripts/bench_parse.py outputs/data/financebench            # a corpus root (metadata.csv)
+    python scripts/bench_parse.py ROOT --engines pdfium pdfplumber --workers 1 2
+    python scripts/bench_parse.py ROOT --save outputs/bench/parse      # keep each engine's blocks
+    python scripts/bench_parse.py ROOT --baseline outputs/bench/parse/pdfplumber-w1
+
+For each engine and worker count it runs kohaku's parse (kohaku.parsing.read_corpus: layout,
+tables, figures) on every PDF of the corpus and prints pages/s and pages/s per worker beside the
+raw text layer's rate (PDFium reading each page's text, nothing else: the floor no parser goes
+below), measured before and after in the same run; then the tree each parse gives (sentences,
+short sentences, median paragraph, heading sections, tables, figures, documents lost, pages
+without text). ``--baseline DIR`` compares the blocks with a saved run's (kind, text, page,
+order). Timings on a busy machine are upper bounds: compare within one run (ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import polars as pl  # noqa: E402
+
+from kohaku.corpus import read_metadata  # noqa: E402
+from kohaku.config import available_cpus  # noqa: E402
+from kohaku.parsing import ParseConfig, find_documents, read_corpus  # noqa: E402
+from kohaku.tree import TreeConfig, build_tree, corpus_report  # noqa: E402
+
+
+def pdf_paths(root: Path, metadata: pl.DataFrame) -> list[Path]:
+    found = find_documents(root, metadata["id"].to_list(), ParseConfig())
+    return [hits[0][1] for hits in found.values() if hits and hits[0][0] == "pdf"]
+
+
+def raw_text_rate(paths: list[Path]) -> tuple[int, float]:
+    """(pages, seconds) to read every page's text with PDFium, one process."""
+    import pypdfium2 as pdfium
+
+    pages = 0
+    t0 = time.perf_counter()
+    for path in paths:
+        pdf = pdfium.PdfDocument(str(path))
+        try:
+            for page in pdf:
+                textpage = page.get_textpage()
+                textpage.get_text_range()
+                textpage.close()
+                page.close()
+                pages += 1
+        finally:
+            pdf.close()
+    return pages, time.perf_counter() - t0
+
+
+def tree_stats(documents: pl.DataFrame, blocks: pl.DataFrame, figures: pl.DataFrame) -> dict[str, object]:
+    nodes = build_tree(documents, blocks, TreeConfig()) if blocks.height else None
+    report = corpus_report(nodes) if nodes is not None else {}
+    no_text = [f"{row['doc_id']}: {w}" for row in documents.iter_rows(named=True) for w in row["warnings"]
+               if "no text layer" in w]
+    return {
+        "documents_ok": documents.filter(pl.col("status") != "error").height,
+        "documents_lost": documents.filter(pl.col("status") == "error")["doc_id"].to_list(),
+        "pages_without_text": no_text,
+        "headings": blocks.filter(pl.col("kind") == "heading").height,
+        "tables": blocks.filter(pl.col("kind") == "table").height,
+        "figures": figures.height,
+        "blocks": blocks.height,
+        **{k: report.get(k) for k in ("n_sections", "n_paragraphs", "n_sentences", "short_sentence_share",
+                                      "median_paragraph_chars", "multi_section_doc_share")},
+    }
+
+
+def compare_blocks(new: pl.DataFrame, old: pl.DataFrame) -> dict[str, object]:
+    """How many of the old run's blocks (kind, page, text) the new run has, document by document,
+    and how many documents have exactly the same block list (kind, text, page, order)."""
+    keys = ["doc_id", "kind", "page", "text"]
+    same_docs = 0
+    docs = sorted(set(old["doc_id"].to_list()) | set(new["doc_id"].to_list()))
+    for doc in docs:
+        a = old.filter(pl.col("doc_id") == doc).sort("order").select(keys[1:] + ["order"])
+        b = new.filter(pl.col("doc_id") == doc).sort("order").select(keys[1:] + ["order"])
+        same_docs += int(a.equals(b))
+    kept = old.select(keys).join(new.select(keys).unique(), on=keys, how="semi").height
+    return {"old_blocks": old.height, "new_blocks": new.height, "old_blocks_found": kept,
+            "documents_identical": f"{same_docs}/{len(docs)}"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("root", help="corpus root with metadata.csv and the PDFs (kohaku's corpus layout)")
+    parser.add_argument("--engines", nargs="+", default=["pdfium"], choices=["pdfium", "pdfplumber"])
+    parser.add_argument("--workers", nargs="+", type=int, default=[1], help="parse.workers values to time")
+    parser.add_argument("--no-figures", action="store_true", help="parse.figures.enabled=false")
+    parser.add_argument("--save", default="", help="folder to write each run's documents/blocks parquet into")
+    parser.add_argument("--baseline", default="", help="a saved run's folder (--save) to compare blocks with")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+
+    root = Path(args.root)
+    metadata = read_metadata(root / "metadata.csv")
+    paths = pdf_paths(root, metadata)
+    print(f"{len(paths)} PDFs under {root}; {available_cpus()} cores; load {os.getloadavg()[0]:.1f}")
+    pages, raw_s = raw_text_rate(paths)
+    rows = []
+    runs: dict[str, tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]] = {}
+    for engine in args.engines:
+        for workers in args.workers:
+            cfg = ParseConfig(engine=engine, workers=workers)
+            if args.no_figures:
+                cfg.figures.enabled = False
+            t0 = time.perf_counter()
+            documents, blocks, figures = read_corpus(root, metadata, cfg)
+            seconds = time.perf_counter() - t0
+            name = f"{engine}-w{workers}"
+            runs[name] = (documents, blocks, figures)
+            parallel = min(workers, available_cpus())
+            rows.append({"run": name, "pages": pages, "seconds": round(seconds, 1),
+                         "pages/s": round(pages / seconds, 1), "pages/s/worker": round(pages / seconds / parallel, 1)})
+            if args.save:
+                out = Path(args.save) / name
+                out.mkdir(parents=True, exist_ok=True)
+                documents.write_parquet(out / "documents.parquet")
+                blocks.write_parquet(out / "blocks.parquet")
+                figures.drop("image").write_parquet(out / "figures.parquet")
+    pages2, raw_s2 = raw_text_rate(paths)
+    raw_rate = (pages + pages2) / (raw_s + raw_s2)
+    print(f"\nraw text layer (PDFium text only, one process): {pages / raw_s:.1f} pages/s before, "
+          f"{pages2 / raw_s2:.1f} after; mean {raw_rate:.1f}; load now {os.getloadavg()[0]:.1f}\n")
+    table = pl.DataFrame(rows).with_columns(
+        (pl.lit(raw_rate) / pl.col("pages/s/worker")).round(2).alias("raw / kohaku per worker"))
+    with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=200, fmt_str_lengths=80):
+        print(table)
+        stats = []
+        for name, (documents, blocks, figures) in runs.items():
+            s = tree_stats(documents, blocks, figures)
+            stats.append({"run": name, **{k: v for k, v in s.items() if not isinstance(v, list)},
+                          "lost": len(s["documents_lost"]), "no-text notes": len(s["pages_without_text"])})
+        print(pl.DataFrame(stats).transpose(include_header=True, header_name="tree", column_names="run"))
+        for name, (documents, blocks, figures) in runs.items():
+            s = tree_stats(documents, blocks, figures)
+            for doc in s["documents_lost"]:
+                print(f"{name}: document lost: {doc}")
+            for note in s["pages_without_text"]:
+                print(f"{name}: {note}")
+        if args.baseline:
+            old = pl.read_parquet(Path(args.baseline) / "blocks.parquet")
+            for name, (_, blocks, _) in runs.items():
+                print(f"{name} against {args.baseline}: {compare_blocks(blocks, old)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
