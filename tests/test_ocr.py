@@ -136,6 +136,42 @@ def test_missing_engine_page_is_an_error_not_an_exception():
     assert page.words == [] and page.error and "did not start" in page.error
 
 
+def _fake_engine(tmp_path: Path, body: str) -> str:
+    exe = tmp_path / "fake-tesseract"
+    exe.write_text("#!/bin/sh\n" + body + "\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_a_hanging_engine_is_killed_at_the_timeout(tmp_path):
+    import time
+
+    from PIL import Image
+
+    # the shell waits on a child that holds the output pipe: the whole process group must go
+    opts = OcrOptions(command=_fake_engine(tmp_path, "sleep 30; echo late"), timeout_s=0.5)
+    t0 = time.perf_counter()
+    page = ocr_page(Image.new("L", (200, 200), 255), 144, 144, opts)
+    assert time.perf_counter() - t0 < 5
+    assert page.words == [] and page.error == "OCR timed out after 0.5 s (ocr.timeout_s)"
+
+
+def test_a_failing_engine_is_a_page_error(tmp_path):
+    from PIL import Image
+
+    opts = OcrOptions(command=_fake_engine(tmp_path, "cat >/dev/null; echo 'Error: bad page' >&2; exit 3"))
+    page = ocr_page(Image.new("L", (200, 200), 255), 144, 144, opts)
+    assert page.words == [] and page.error == "tesseract exited 3: Error: bad page"
+    garbled = OcrOptions(command=_fake_engine(tmp_path, "cat >/dev/null; echo '<html><body'"))
+    assert ocr_page(Image.new("L", (200, 200), 255), 144, 144, garbled).error.startswith("unreadable tesseract output")
+
+
+def test_an_engine_that_is_not_tesseract_is_unavailable(tmp_path):
+    opts = OcrOptions(command=_fake_engine(tmp_path, "echo 'something 1.0'"))
+    with pytest.raises(OcrUnavailable, match="tesseract-ocr"):
+        engine_identity(opts)
+
+
 @needs_engine
 def test_missing_language_names_its_package():
     with pytest.raises(OcrUnavailable, match=r"tesseract-ocr-xqz\b"):

@@ -36,6 +36,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import time
 import unicodedata
@@ -402,18 +403,34 @@ def _tesseract(gray: Image.Image, dpi: int, args: list[str], opts: OcrOptions, d
     env = {**os.environ, "OMP_THREAD_LIMIT": str(opts.threads)}
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        proc = subprocess.run(cmd, input=buf.getvalue(), capture_output=True, timeout=left, env=env)
-    except subprocess.TimeoutExpired:
-        raise _PassError(f"OCR timed out after {opts.timeout_s:g} s (ocr.timeout_s)") from None
+        # its own process group: on a timeout the engine and anything it started are killed
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                start_new_session=True)
     except OSError as exc:
         raise _PassError(f"OCR engine did not start: {exc}") from None
+    try:
+        out, err = proc.communicate(buf.getvalue(), timeout=left)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise _PassError(f"OCR timed out after {opts.timeout_s:g} s (ocr.timeout_s)") from None
+    except BaseException:
+        _kill_group(proc)
+        raise
     finally:
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu[0] += (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)  # other threads' children too
     if proc.returncode != 0:
-        tail = (proc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        tail = (err or b"").decode("utf-8", "replace").strip().splitlines()
         raise _PassError(f"tesseract exited {proc.returncode}: {tail[-1] if tail else 'no message'}")
-    return proc.stdout
+    return out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.communicate()
 
 
 def _recognise(gray: Image.Image, dpi: int, opts: OcrOptions, deadline: float,
