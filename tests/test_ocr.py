@@ -215,7 +215,7 @@ def test_boxes_in_points_within_the_page(rendered_page1):
     page, w, h = rendered_page1
     assert len(page.words) > 200
     for wd in page.words:
-        assert set(wd) >= {"text", "x0", "x1", "top", "bottom", "size", "fontname", "conf"}
+        assert set(wd) >= {"text", "x0", "x1", "top", "bottom", "size", "fontname", "upright", "conf"}
         assert 0 <= wd["x0"] < wd["x1"] <= w and 0 <= wd["top"] < wd["bottom"] <= h, wd
         assert wd["fontname"] == "" and 0 <= wd["conf"] <= 100 and wd["text"].strip() == wd["text"] != ""
     by_text = {wd["text"]: wd for wd in page.words}

@@ -544,6 +544,7 @@ def ocr_page(image: Image.Image, page_width_pt: float, page_height_pt: float, op
             "top": w["ptop"] * sy, "bottom": w["pbottom"] * sy,
             "size": round(sizes.get(w["xsize"], w["xsize"]) * sy, 1),
             "fontname": "",
+            "upright": True,  # as the pdfium engine's words; OCR words are read upright (turned pages too)
             "conf": w["conf"],
             "block": w["block"], "line": w["line"],
         })
