@@ -164,6 +164,8 @@ def _lines(words: list[dict[str, Any]]) -> list[tuple[tuple[float, float, float,
 def _captions(words: list[dict[str, Any]]) -> list[tuple[tuple[float, float, float, float], str]]:
     """(bbox, text) of every "Figure n" caption: its first row and up to three rows below it
     that follow at line distance and start inside its horizontal extent."""
+    if not any(w["text"][:3].lower() == "fig" for w in words):
+        return []  # a caption line starts with a word "Fig..." (no need to build the lines)
     lines = _lines(words)
     out = []
     used: set[int] = set()

@@ -123,7 +123,8 @@ class PdfiumPage:
                     font = by_obj[obj] = _object_font(api, tp, i, obj, by_font)
                 get_box(tp, i, box_at)
                 x0 = box.left
-                if font[1] and font[3]:  # an italic glyph's loose box leans left of its origin
+                if font[1]:  # upright: x0 at the origin, as pdfminer (the loose box of an italic
+                    # glyph leans left of it, and a round one's starts a little before it)
                     api.origin(tp, i, ox_at, oy_at)
                     x0 = ox.value
                 return (x0, box.top, box.right, box.bottom, font[0], font[2], font[1])
@@ -145,6 +146,14 @@ class PdfiumPage:
                 first = measure(a)
                 if b == a:
                     emit(word, first, first)
+                    continue
+                if not first[6]:
+                    # rotated text (a margin note, an axis title): a word per character, as
+                    # pdfplumber's extraction gives it, so it does not stretch a row of the page
+                    text_k = word if len(word) == b - a + 1 else m.group()
+                    for k in range(b - a + 1):
+                        c = first if k == 0 else measure(a + k)
+                        emit(LIGATURES.get(text_k[k], text_k[k]), c, c)
                     continue
                 last = measure(b)
                 if (first[4:] == last[4:] and abs(first[3] - last[3]) < 0.5 * first[4] + 0.5
@@ -255,7 +264,10 @@ class PdfiumPage:
         vertical edges cannot hold a ruled table and is skipped."""
         from pdfplumber.table import TableFinder
 
-        edges = self.edges()
+        # the same edge drawn twice (two adjacent cells' rectangles share a side) is one edge
+        # to the finder: its merge step would join them anyway
+        edges = list({(e["orientation"], round(e["x0"], 2), round(e["top"], 2), round(e["x1"], 2),
+                       round(e["bottom"], 2)): e for e in self.edges()}.values())
         hs = sum(1 for e in edges if e["orientation"] == "h")
         if hs < 2 or len(edges) - hs < 2:
             return []
