@@ -28,6 +28,7 @@ from tqdm import tqdm
 from kohaku.config import ConfigError, available_cpus, not_keyed
 from kohaku.corpus import CorpusConfig, read_metadata
 from kohaku.text.figures import FigureBox, FigureOptions, png_bytes, png_size, sha256
+from kohaku.text.ocr import OcrOptions, OcrUnavailable, engine_identity
 
 log = logging.getLogger("kohaku.parse")
 
@@ -57,6 +58,8 @@ BLOCKS_SCHEMA = {
     "text": pl.String,
     "font_size": pl.Float64,
     "level": pl.Int64,
+    "source": pl.String,         # text (the file's own text) | ocr (recognised from the page image)
+    "confidence": pl.Float64,    # OCR: the page's mean word confidence (0-100); null otherwise
 }
 # one row per figure cut from a PDF page (kohaku/text/figures.py); ``after_order`` is the
 # ``order`` of the block the figure follows in reading order (-1: before the first block)
@@ -100,6 +103,9 @@ class ParseConfig:
     heading_ratio: float = 1.12         # font size / body size from which a short line is a heading
     # figures cut from PDF pages for the caption stage (kohaku/text/figures.py)
     figures: FigureOptions = field(default_factory=FigureOptions)
+    # OCR of PDF pages without a usable text layer (kohaku/text/ocr.py): mode off | auto (pages
+    # that need it) | always; the engine's name, version and language are in the parse key
+    ocr: OcrOptions = field(default_factory=OcrOptions)
 
     def validate(self) -> None:
         bad = [p for p in self.priority if p not in FORMATS]
@@ -117,10 +123,13 @@ class ParseConfig:
         if int(self.pages_per_job) < 1:
             raise ValueError(f"pages_per_job={self.pages_per_job}: use 1 or more")
         self.figures.validate()
+        self.ocr.validate()
 
     def __post_init__(self) -> None:
         if isinstance(self.figures, dict):  # rebuilt from plain values in a worker process
             self.figures = FigureOptions(**self.figures)
+        if isinstance(self.ocr, dict):
+            self.ocr = OcrOptions(**self.ocr)
 
     @property
     def n_workers(self) -> int:
@@ -274,7 +283,35 @@ def _pdf_options(cfg: ParseConfig) -> Any:
     from kohaku.text.pdf import PdfOptions
 
     return PdfOptions(min_gutter=cfg.min_gutter, heading_ratio=cfg.heading_ratio, tables=cfg.tables,
-                      figures=cfg.figures if cfg.figures.enabled else None, engine=cfg.engine)
+                      figures=cfg.figures if cfg.figures.enabled else None, engine=cfg.engine,
+                      ocr=cfg.ocr if cfg.ocr.mode != "off" else None)
+
+
+def ocr_key(values: dict[str, Any]) -> dict[str, Any]:
+    """The ``parse.ocr`` part of the parse key: its settings and, unless OCR is off, the
+    engine's identity (name, version, language): another engine or version reads other words.
+    An engine that is not installed keys as unavailable (the documents are read without it)."""
+    if values.get("mode") == "off":
+        return values
+    try:
+        identity: Any = engine_identity(OcrOptions(**values))
+    except OcrUnavailable:
+        identity = "unavailable"
+    return {**values, "identity": identity}
+
+
+def ocr_usable(cfg: ParseConfig, logger: logging.Logger) -> ParseConfig:
+    """``cfg`` as the workers should run it: OCR off, with one warning naming the package to
+    install, when the engine is not there (the documents keep today's behaviour: a page
+    without text is named, a document without any is an error)."""
+    if cfg.ocr.mode == "off":
+        return cfg
+    try:
+        engine_identity(cfg.ocr)
+    except OcrUnavailable as exc:
+        logger.warning("parse.ocr.mode=%s but %s; pages without a text layer are not read", cfg.ocr.mode, exc)
+        return dataclasses.replace(cfg, ocr=dataclasses.replace(cfg.ocr, mode="off"))
+    return cfg
 
 
 def _check_file(path: Path) -> None:
@@ -486,6 +523,7 @@ def read_corpus(
     root = Path(root)
     ids = metadata["id"].to_list()
     found = find_documents(root, ids, cfg)
+    cfg = ocr_usable(cfg, log)
     cfg_values = dataclasses.asdict(cfg)
     jobs, counts = _plan_jobs(found, cfg, cfg_values)
     results = _run_jobs(jobs, counts, cfg, cfg.n_workers)
@@ -547,6 +585,8 @@ def read_corpus(
                     "kind": b.get("kind") or "text", "text": b["text"],
                     "font_size": None if b.get("font_size") is None else float(b["font_size"]),
                     "level": None if b.get("level") is None else int(b["level"]),
+                    "source": b.get("source") or "text",
+                    "confidence": b.get("confidence"),
                 })
             row["n_blocks"] = len(blocks)
             if not blocks:

@@ -70,6 +70,9 @@ class Stage:
     llm_configs: dotted paths under ``config_keys`` holding an llm config (``llm``,
                  ``planner.llm``...): hashed as ``kohaku.llm.base.key_config`` gives it, so an
                  artifact made by another decoder or library version is not reused.
+    key_functions: (dotted path, function) pairs: the slice's value at the path is hashed as
+                 the function returns it (``parse.ocr`` adds the OCR engine's name, version and
+                 language, which no config key holds).
     """
 
     name: str
@@ -84,9 +87,10 @@ class Stage:
     run_dir_files: tuple[str, ...] = ()
     unkeyed: tuple[str, ...] = ()
     llm_configs: tuple[str, ...] = ()
+    key_functions: tuple[tuple[str, Callable[[Any], Any]], ...] = ()
 
     def __post_init__(self) -> None:
-        for path in (*self.unkeyed, *self.llm_configs):
+        for path in (*self.unkeyed, *self.llm_configs, *(p for p, _ in self.key_functions)):
             self._locate(path)
 
     def config_slice(self, cfg: DictConfig) -> dict[str, Any]:
@@ -105,6 +109,10 @@ class Stage:
                 parent, name = self._parent(slice_, path)
                 if isinstance(parent, dict) and name in parent:
                     parent[name] = key_config(parent[name])
+        for path, function in self.key_functions:
+            parent, name = self._parent(slice_, path)
+            if isinstance(parent, dict) and name in parent:
+                parent[name] = function(parent[name])
         return slice_
 
     def _keyed(self, cfg: DictConfig, key: str) -> Any:

@@ -77,6 +77,8 @@ def test_a_setting_that_cannot_change_an_output_changes_no_key(base, change):
 CHANGE = [
     ((), "parse.tables=false", "parse"),
     ((), "parse.engine=pdfplumber", "parse"),
+    ((), "parse.ocr.mode=off", "parse"),
+    ((), "parse.ocr.dpi=300", "parse"),
     ((), "parse.figures.dpi=100", "parse"),
     ((), "task.questions.question=text", "questions"),
     (("caption=fake",), "caption.max_tokens=100", "caption"),
@@ -128,7 +130,7 @@ def test_the_judge_llm_is_in_the_score_key():
 #: every setting left out of a key, per stage (typed configs' not_keyed fields and Stage.unkeyed);
 #: changing this list is changing what the cache reuses: review it
 UNKEYED = {
-    "parse": {"parse.workers", "parse.pages_per_job"},
+    "parse": {"parse.workers", "parse.pages_per_job", "parse.ocr.threads", "parse.ocr.command"},
     "embed": {"embed.torch_threads"},                 # the embed stage hashes it as a constant 0
     "retrieve": {"embed.torch_threads", "embed.cache", "reranker.generation_cache"},
     "plan": {"planner.generation_cache"},

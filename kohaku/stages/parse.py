@@ -12,7 +12,7 @@ import polars as pl
 from omegaconf import DictConfig
 
 from kohaku.corpus import CorpusConfig, read_metadata
-from kohaku.parsing import ParseConfig, corpus_files, log_summary, parse_summary, read_corpus
+from kohaku.parsing import ParseConfig, corpus_files, log_summary, ocr_key, parse_summary, read_corpus
 from kohaku.stage import Stage, StageContext
 
 CONFIGS = {"corpus": CorpusConfig, "parse": ParseConfig}
@@ -39,12 +39,14 @@ def files(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="parse",
-    version="4",  # 2: problems in the summary, advice in the error texts; 3: the figures table;
-    # 4: words split at font-relative gaps, captioned gridded charts are figures, replaces_orders
+    version="5",  # 2: problems in the summary, advice in the error texts; 3: the figures table;
+    # 4: words split at font-relative gaps, captioned gridded charts are figures, replaces_orders;
+    # 5: parse.engine (pdfium), OCR (blocks' source and confidence), pages without text named
     inputs=(),
     config_keys=("corpus.root", "corpus.metadata", "parse"),  # the key ignores the questions file
     compute=compute,
     file_inputs=files,
     outputs=("documents", "blocks", "figures"),
     configs=CONFIGS,
+    key_functions=(("parse.ocr", ocr_key),),
 )

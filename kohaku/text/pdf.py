@@ -79,6 +79,8 @@ class PdfOptions:
     # pdfium: characters and page objects from PDFium (compiled), pdfplumber's table finder only
     # on pages whose ruling lines can form a table; pdfplumber: pdfplumber for every page
     engine: str = "pdfium"
+    # OCR of pages without a usable text layer (kohaku/text/ocr.py OcrOptions); None = off
+    ocr: Any = None
 
 
 def _is_bold(fontname: str) -> bool:
@@ -266,9 +268,7 @@ def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = N
             if rows:
                 x0, top, x1, bottom = t.bbox
                 tables.append(_Table(top, bottom, x0, x1, rows))
-    spacing = {"x_tolerance_ratio": opts.word_gap_ratio} if opts.word_gap_ratio else {}
-    words = page.extract_words(extra_attrs=["size", "fontname"], keep_blank_chars=False, use_text_flow=False,
-                               **spacing)
+    words = page.extract_words(**_word_settings(opts))
     n_words = len(words)
     # text drawn outside the page box is invisible; it would only confuse the layout
     pw, ph = float(page.width), float(page.height)
@@ -505,6 +505,7 @@ class PdfPart:
     # the pdfium engine's: table_pages (pages given to pdfplumber's table finder), plumber_pages
     # (pages pdfplumber opened at all: tables, vector figures, renderings)
     engine: Counter = field(default_factory=Counter)
+    ocr: dict[int, float] = field(default_factory=dict)  # 1-based page read by OCR -> mean confidence
 
 
 def pdf_page_count(path: Path) -> int:
@@ -548,6 +549,7 @@ def read_pdf_part(path: Path, opts: PdfOptions | None = None, start: int = 0, st
     stop = n_pages if stop is None else min(stop, n_pages)
     part = PdfPart(first=start, n_pages=n_pages, pages=[])
     found: list[FigureBox] | None = [] if want_figures else None
+    reader = _OcrReader(path, opts, pdf if opts.engine == "pdfium" else None, n_pages, stop - start)
     try:
         for index in range(start, stop):
             try:
@@ -555,7 +557,8 @@ def read_pdf_part(path: Path, opts: PdfOptions | None = None, start: int = 0, st
             except Exception as exc:
                 raise DocumentError(_describe_open_error(exc)) from exc
             try:
-                items, n_words = _page_items(page, opts, found, part.stats)
+                view = reader.view(page, index, part) if reader.active else page
+                items, n_words = _page_items(view, opts, found, part.stats)
             except Exception as exc:
                 items, n_words = [], 0
                 part.warnings.append(f"page {index + 1}: {type(exc).__name__}: {exc}")
@@ -572,9 +575,131 @@ def read_pdf_part(path: Path, opts: PdfOptions | None = None, start: int = 0, st
     except Exception as exc:
         raise DocumentError(_describe_open_error(exc)) from exc
     finally:
+        reader.close()
         pdf.close()
     part.figures = found or []
+    reader.finish(part)
     return part
+
+
+def _word_settings(opts: PdfOptions) -> dict[str, Any]:
+    spacing = {"x_tolerance_ratio": opts.word_gap_ratio} if opts.word_gap_ratio else {}
+    return dict(extra_attrs=["size", "fontname"], keep_blank_chars=False, use_text_flow=False, **spacing)
+
+
+class _OcrReader:
+    """OCR for the pages of one part whose text layer is missing or garbage
+    (``opts.ocr.mode``: auto; always: every page): the page rendered with PDFium at
+    ``ocr.dpi``, recognised (kohaku/text/ocr.py), and its words given to the layout code in
+    place of the text layer's. At most ``ocr.max_pages`` per document (shared out over its
+    parts by page count); a page the engine fails on or that times out is a page warning."""
+
+    def __init__(self, path: Path, opts: PdfOptions, pdfium_doc: Any, n_pages: int, n_part: int):
+        self.opts = opts.ocr
+        self.pdf_opts = opts
+        self.active = self.opts is not None and self.opts.mode != "off"
+        self.path = path
+        self._doc = pdfium_doc
+        self._own: Any = None
+        self.budget = 0
+        if self.active:
+            share = n_part / max(1, n_pages)
+            self.budget = int(self.opts.max_pages) if share >= 1 else -(-int(self.opts.max_pages) * n_part // n_pages)
+        self.skipped: list[int] = []
+        self.failed: list[str] = []
+        self.seconds = 0.0
+
+    def view(self, page: Any, index: int, part: PdfPart) -> Any:
+        from kohaku.text.ocr import ocr_page, page_needs_ocr, render_page
+
+        words = page.extract_words(**_word_settings(self.pdf_opts))
+        if not page_needs_ocr(" ".join(w["text"] for w in words), self.opts):
+            return page
+        if self.budget <= 0:
+            self.skipped.append(index + 1)
+            return page
+        self.budget -= 1
+        pdfium_page = self._pdfium_page(index)
+        try:
+            width, height = pdfium_page.get_size()
+            result = ocr_page(render_page(pdfium_page, int(self.opts.dpi)), width, height, self.opts)
+        except Exception as exc:  # rendering or the engine: a page warning, never a crash
+            self.failed.append(f"page {index + 1}: OCR failed ({type(exc).__name__}: {exc})")
+            return page
+        finally:
+            pdfium_page.close()
+        self.seconds += result.seconds
+        if result.error:
+            self.failed.append(f"page {index + 1}: OCR failed ({result.error})")
+            return page
+        if not result.words:
+            return page
+        part.ocr[index + 1] = float(result.mean_conf)
+        return _OcrView(page, result.words, result.width_pt or width, result.height_pt or height,
+                        turned=bool(result.rotation))
+
+    def _pdfium_page(self, index: int) -> Any:
+        if self._doc is not None:
+            return self._doc.pdf[index]
+        if self._own is None:
+            import pypdfium2 as pdfium
+
+            self._own = pdfium.PdfDocument(str(self.path))
+        return self._own[index]
+
+    def close(self) -> None:
+        if self._own is not None:
+            self._own.close()
+            self._own = None
+
+    def finish(self, part: PdfPart) -> None:
+        part.warnings.extend(self.failed)
+        if self.skipped:
+            part.warnings.append(f"OCR page budget (parse.ocr.max_pages={self.opts.max_pages}) reached: "
+                                 f"{_page_list(self.skipped)} without a usable text layer not read")
+        if part.ocr:
+            part.engine["ocr_pages"] += len(part.ocr)
+            part.engine["ocr_ms"] += int(1000 * self.seconds)
+
+
+class _OcrView:
+    """A page whose words come from OCR: the layout code reads it as any page (rows, columns,
+    headings by height); it has no ruling lines to find tables in, and its own images and
+    drawings still go to the figure finder (not on a page the engine turned: their boxes are
+    in the unturned frame)."""
+
+    def __init__(self, page: Any, words: list[dict[str, Any]], width: float, height: float, turned: bool):
+        self._page = page
+        self._words = words
+        self.width, self.height = float(width), float(height)
+        self.bbox = (0.0, 0.0, self.width, self.height)
+        self.page_number = page.page_number
+        self._turned = turned
+
+    def extract_words(self, **_: Any) -> list[dict[str, Any]]:
+        return [dict(w) for w in self._words]
+
+    def find_tables(self, *_: Any, **__: Any) -> list[Any]:
+        return []
+
+    @property
+    def images(self) -> list[dict[str, Any]]:
+        return [] if self._turned else self._page.images
+
+    @property
+    def curves(self) -> list[dict[str, Any]]:
+        return [] if self._turned else self._page.curves
+
+    @property
+    def rects(self) -> list[dict[str, Any]]:
+        return [] if self._turned else self._page.rects
+
+    @property
+    def lines(self) -> list[dict[str, Any]]:
+        return [] if self._turned else self._page.lines
+
+    def crop(self, *args: Any, **kwargs: Any) -> Any:
+        return self._page.crop(*args, **kwargs)
 
 
 def assemble_pdf(parts: list[PdfPart], opts: PdfOptions | None = None, figures: list[FigureBox] | None = None,
@@ -594,13 +719,24 @@ def assemble_pdf(parts: list[PdfPart], opts: PdfOptions | None = None, figures: 
             figure_stats.update(p.stats)
     if n_pages == 0:
         raise DocumentError("PDF has no pages")
+    ocr = {n: conf for p in parts for n, conf in p.ocr.items()}
     if len(empty) == n_pages:
-        raise DocumentError("no text layer (scanned or image-only PDF?); run OCR first or supply a text version")
+        hint = ("OCR found no words on them" if opts.ocr is not None and opts.ocr.mode != "off"
+                else "OCR is off (parse.ocr.mode=auto reads such pages; bash scripts/setup_ocr.sh installs the engine)")
+        raise DocumentError(f"no text layer (scanned or image-only PDF?) and {hint}; supply a text version "
+                            "or an OCRed PDF")
     if empty:
         warnings.append(f"{len(empty)} of {n_pages} pages have no text layer: {_page_list(empty)}")
+    if ocr:
+        mean = sum(ocr.values()) / len(ocr)
+        warnings.append(f"{len(ocr)} of {n_pages} pages read by OCR ({_page_list(sorted(ocr))}; mean word "
+                        f"confidence {mean:.0f})")
     blocks = _blocks_from_pages(pages, opts)
     if not blocks:
         raise DocumentError("no text extracted")
+    for b in blocks:
+        if b["page"] in ocr:
+            b["source"], b["confidence"] = "ocr", round(ocr[b["page"]], 1)
     if figures is not None and opts.figures is not None:
         kept, n_repeated = drop_repeated(found, opts.figures.repeat_pages)
         if figure_stats is not None and n_repeated:
