@@ -5,6 +5,7 @@
     python scripts/bench_parse.py ROOT --engines pdfium pdfplumber --workers 1 2
     python scripts/bench_parse.py ROOT --save outputs/bench/parse      # keep each engine's blocks
     python scripts/bench_parse.py ROOT --baseline outputs/bench/parse/pdfplumber-w1
+    python scripts/bench_parse.py ROOT --ocr tests/data/ocr/*.pdf   # + OCR pages/s per worker
 
 For each engine and worker count it runs kohaku's parse (kohaku.parsing.read_corpus: layout,
 tables, figures) on every PDF of the corpus and prints pages/s and pages/s per worker beside the
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-figures", action="store_true", help="parse.figures.enabled=false")
     parser.add_argument("--save", default="", help="folder to write each run's documents/blocks parquet into")
     parser.add_argument("--baseline", default="", help="a saved run's folder (--save) to compare blocks with")
+    parser.add_argument("--ocr", nargs="*", default=[], metavar="PDF",
+                        help="PDFs whose every page is recognised (parse.ocr.mode=always): OCR pages/s per worker")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
@@ -150,10 +153,35 @@ def main(argv: list[str] | None = None) -> int:
             for note in s["pages_without_text"]:
                 print(f"{name}: {note}")
         if args.baseline:
-            old = pl.read_parquet(Path(args.baseline) / "blocks.parquet")
+            base = Path(args.baseline)
+            old = pl.read_parquet(base / "blocks.parquet")
+            old_docs = pl.read_parquet(base / "documents.parquet")
+            old_figures = pl.read_parquet(base / "figures.parquet") if (base / "figures.parquet").is_file() else None
+            s = tree_stats(old_docs, old, old_figures if old_figures is not None else old.head(0))
+            print(f"baseline {base}: " + ", ".join(f"{k} {v}" for k, v in s.items() if not isinstance(v, list)))
             for name, (_, blocks, _) in runs.items():
                 print(f"{name} against {args.baseline}: {compare_blocks(blocks, old)}")
+    if args.ocr:
+        ocr_rate([Path(p) for p in args.ocr], pages / raw_s if raw_s else 0.0)
     return 0
+
+
+def ocr_rate(paths: list[Path], raw_rate: float) -> None:
+    """Every page of ``paths`` recognised through the parse (render, engine, layout), one
+    process: pages/s per worker beside the text layer's rate."""
+    from kohaku.text.ocr import OcrOptions, engine_identity
+    from kohaku.text.pdf import PdfOptions, read_pdf_part
+
+    ocr = OcrOptions(mode="always")
+    identity = engine_identity(ocr)
+    pages = 0
+    t0 = time.perf_counter()
+    for path in paths:
+        part = read_pdf_part(path, PdfOptions(ocr=ocr))
+        pages += part.engine["ocr_pages"]
+    seconds = time.perf_counter() - t0
+    print(f"\nOCR ({identity['engine']} {identity['version']}, {identity['lang']}, {ocr.dpi} dpi) of {pages} pages "
+          f"of {len(paths)} PDFs: {pages / seconds:.2f} pages/s per worker (the text layer: {raw_rate:.1f})")
 
 
 if __name__ == "__main__":
