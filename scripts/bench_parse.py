@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", nargs="+", default=["pdfium"], choices=["pdfium", "pdfplumber"])
     parser.add_argument("--workers", nargs="+", type=int, default=[1], help="parse.workers values to time")
     parser.add_argument("--no-figures", action="store_true", help="parse.figures.enabled=false")
+    parser.add_argument("--ocr-mode", default="off", choices=["off", "auto", "always"],
+                        help="parse.ocr.mode of the timed runs (off: the text layer's parse alone; --ocr times OCR)")
     parser.add_argument("--save", default="", help="folder to write each run's documents/blocks parquet into")
     parser.add_argument("--baseline", default="", help="a saved run's folder (--save) to compare blocks with")
     parser.add_argument("--ocr", nargs="*", default=[], metavar="PDF",
@@ -116,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     for engine in args.engines:
         for workers in args.workers:
             cfg = ParseConfig(engine=engine, workers=workers)
+            cfg.ocr.mode = args.ocr_mode
             if args.no_figures:
                 cfg.figures.enabled = False
             t0 = time.perf_counter()
