@@ -9,10 +9,11 @@ nothing of Hydra or OmegaConf.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import typing
-from typing import Any, Mapping, TypeVar
+from typing import Any, Iterator, Mapping, TypeVar
 
 from kohaku.errors import KohakuError
 
@@ -119,3 +120,19 @@ def available_cpus() -> int:
         cores = max(1, os.cpu_count() or 1)
     omp = os.environ.get("OMP_NUM_THREADS", "").strip()
     return min(cores, int(omp)) if omp.isdigit() and int(omp) > 0 else cores
+
+
+@contextlib.contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set inside the block, and as it was after it (a variable
+    that was not set is removed again)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -44,6 +44,7 @@ from typing import Any, Iterator
 
 import polars as pl
 
+from kohaku.config import environment
 from kohaku.report.runs import load_run, parse_overrides
 
 log = logging.getLogger(__name__)
@@ -313,23 +314,14 @@ class MlflowLogger:
         """An MlflowClient, with short HTTP timeouts and MLflow's warnings quiet."""
         names = {"MLFLOW_HTTP_REQUEST_TIMEOUT": str(int(self.config.http_timeout_s)),
                  "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(int(self.config.http_retries))}
-        saved = {k: os.environ.get(k) for k in names}
-        os.environ.update(names)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                warnings.simplefilter("ignore", FutureWarning)
-                from mlflow.tracking import MlflowClient
+        with environment(names), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            from mlflow.tracking import MlflowClient
 
-                if self.config.local:
-                    self.config.db_path().parent.mkdir(parents=True, exist_ok=True)
-                yield MlflowClient(tracking_uri=self.config.store_uri())
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            if self.config.local:
+                self.config.db_path().parent.mkdir(parents=True, exist_ok=True)
+            yield MlflowClient(tracking_uri=self.config.store_uri())
 
     def _fail(self, what: str, exc: BaseException) -> None:
         if not self.failed:

@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from kohaku.config import build, not_keyed
+from kohaku.config import build, environment, not_keyed
 from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of, library_tag
 from kohaku.llm.fetch import GGUFSource, ensure_hf_folder
 
@@ -264,16 +264,8 @@ def _engine_env(cfg: VLLMConfig, device: str) -> Iterator[None]:
     env: dict[str, str] = {}
     if device == "cpu" and cfg.cpu_threads:
         env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": str(cfg.cpu_threads)}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(env):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 class VLLMBackend:
