@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import string
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Sequence
@@ -41,7 +42,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from kohaku.artifacts import atomic_write
-from kohaku.config import ConfigError, build
+from kohaku.config import ConfigError, build, not_keyed
 from kohaku.devices import cpu_has_native_bf16
 from kohaku.tree.model import aggregate_parents, node_arrays
 from kohaku.vectors import l2_normalise
@@ -49,7 +50,8 @@ from kohaku.vectors import l2_normalise
 log = logging.getLogger(__name__)
 
 AGGREGATES = ("weighted", "mean", "direct")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
+DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
+CPU_FALLBACKS = ("float32", "int8")
 
 
 @dataclass
@@ -61,7 +63,13 @@ class EmbedConfig:
     revision: str | None = None  # hub revision to pin; null = what the local cache holds
     trust_remote_code: bool = False  # only for models that need their own code (jina)
     device: str = "auto"  # auto = cuda > mps > cpu; or cpu, cuda, cuda:1
-    dtype: str = "auto"  # auto = float16 on GPU, bfloat16 on CPUs with native bf16, else float32
+    # auto = float16 on GPU, bfloat16 on CPUs with native bf16, else cpu_fallback; int8 = the
+    # quantized ONNX export run by onnxruntime (CPU only; made once by scripts/export_embed.py)
+    dtype: str = "auto"
+    # what dtype auto picks on a CPU without native bf16: float32 (torch) | int8 (onnxruntime)
+    cpu_fallback: str = "float32"
+    # folder of the int8 exports (one subfolder per model); null = <models dir>/embed ($KOHAKU_MODELS or models/)
+    export_dir: str | None = not_keyed(None)
     # torch | onnx | openvino (the latter two need optimum and an exported model)
     backend: str = "torch"
     batch_size: int = 64  # most texts per forward pass
@@ -101,6 +109,8 @@ class EmbedConfig:
             raise ValueError(f"parents={self.parents!r}: use one of {', '.join(AGGREGATES)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype={self.dtype!r}: use one of {', '.join(DTYPES)}")
+        if self.cpu_fallback not in CPU_FALLBACKS:
+            raise ValueError(f"cpu_fallback={self.cpu_fallback!r}: use one of {', '.join(CPU_FALLBACKS)}")
         if self.backend not in ("torch", "onnx", "openvino"):
             raise ValueError(f"backend={self.backend!r}: use torch, onnx or openvino")
         if self.batch_size < 1 or self.chunk_size < 1:
@@ -178,14 +188,19 @@ def pick_device(device: str) -> str:
     return "cpu"
 
 
-def pick_dtype(dtype: str, device: str) -> str:
-    """``auto``: fp16 on GPUs, bf16 on CPUs with native bf16 (AVX512-BF16/AMX), else fp32."""
+def pick_dtype(dtype: str, device: str, cpu_fallback: str = "float32") -> str:
+    """``auto``: fp16 on GPUs, bf16 on CPUs with native bf16 (AVX512-BF16/AMX), else
+    ``cpu_fallback`` (float32, or int8: the quantized ONNX export, CPU-only) on CPU; float32 on
+    other devices."""
+    if dtype == "int8" and device != "cpu":
+        raise ConfigError(f"embed.dtype=int8 runs on CPU only (device {device}); use embed.dtype=auto "
+                          "or float16 on a GPU")
     if dtype != "auto":
         return dtype
     if device.startswith("cuda"):
         return "float16"
-    if device == "cpu" and cpu_has_native_bf16():
-        return "bfloat16"
+    if device == "cpu":
+        return "bfloat16" if cpu_has_native_bf16() else cpu_fallback
     return "float32"
 
 
@@ -205,6 +220,243 @@ def token_batches(lengths: np.ndarray, batch_tokens: int, batch_size: int) -> li
     return batches
 
 
+# ---------------------------------------------------------------------------------------------
+# int8: the model exported once to ONNX (scripts/export_embed.py), its matrix products quantized
+# to int8 (onnxruntime dynamic quantization) and run by onnxruntime in place of the torch forward
+# pass; tokenisation, prompts and batching stay sentence-transformers' / kohaku's own.
+
+INT8_FILE = "model_int8.onnx"
+EXPORT_MANIFEST = "export.json"
+EXPORT_FORMAT = 1  # bump when the export recipe changes (new exports, new cache keys)
+# Dynamic int8 quantization (activations u8, quantized per batch at run time), chosen by
+# measurement (scripts/bench_embed.py on the WattBot leaves, MiniLM): signed int8 weights per
+# output channel with reduce_range (7-bit weights), so that the u8 x s8 products cannot
+# saturate the 16-bit sums of AVX2/AVX-512 CPUs without VNNI (one model for every x86 CPU; VNNI
+# CPUs are just faster). Per-tensor weights lost too much (mean cosine 0.85 to float32). The
+# matrix products matching ``exclude`` stay float32: the first layer's FFN output projection,
+# the one most sensitive to int8 (it alone cost 0.002 of mean cosine): mean cosine 0.990 ->
+# 0.992 for ~5 % of the speed; keeping the first three float32 gave 0.994 at ~9 %.
+QUANT = {
+    "weight_type": "QInt8",
+    "activation_type": "QUInt8",
+    "per_channel": True,
+    "reduce_range": True,
+    "exclude": [r"/layer\.0/output/dense/MatMul$"],
+    "fusion": "bert",  # onnxruntime.transformers' portable graph fusions (attention, layer norm, gelu)
+    "opset": 17,
+}
+
+
+def export_root(cfg: EmbedConfig) -> Path:
+    if cfg.export_dir:
+        return Path(cfg.export_dir).expanduser()
+    from kohaku.llm.fetch import models_dir
+
+    return models_dir() / "embed"
+
+
+def export_folder(cfg: EmbedConfig) -> Path:
+    """``<export root>/<model slug>-<hash of model, revision, package version, recipe>``."""
+    ident = json.dumps([cfg.model, cfg.revision, _package_version(cfg.model), EXPORT_FORMAT, QUANT,
+                        cfg.model_kwargs], sort_keys=True, default=str)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", cfg.model.removeprefix("pkg:"))[-60:]
+    return export_root(cfg) / f"{slug}-{hashlib.sha1(ident.encode()).hexdigest()[:10]}"
+
+
+def export_command(cfg: EmbedConfig) -> str:
+    extra = "" if cfg.model == EmbedConfig.model else f" --model {cfg.model}"
+    if cfg.export_dir:
+        extra += f" --dir {cfg.export_dir}"
+    return f".venv/bin/python scripts/export_embed.py{extra}"
+
+
+def read_export(cfg: EmbedConfig) -> dict | None:
+    """The manifest of the model's int8 export, or None when there is none (or it is damaged)."""
+    folder = export_folder(cfg)
+    try:
+        manifest = json.loads((folder / EXPORT_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    model = folder / INT8_FILE
+    if not model.is_file() or model.stat().st_size != manifest.get("bytes"):
+        return None
+    return manifest
+
+
+def int8_identity(cfg: EmbedConfig) -> dict:
+    """What the int8 vectors depend on beyond the config: the export (its recipe, file hash and
+    the versions that made it) and the onnxruntime that runs it. Part of the encoder's model_id
+    (the encoding cache) and of the embed stage's key."""
+    manifest = read_export(cfg)
+    try:
+        import onnxruntime
+
+        runtime = onnxruntime.__version__
+    except ImportError:
+        runtime = None
+    if manifest is None:
+        return {"export": None, "onnxruntime": runtime}
+    return {"export": {k: manifest.get(k) for k in ("format", "quant", "sha256", "versions")},
+            "onnxruntime": runtime}
+
+
+class _OnnxForward:
+    """Stands in for a SentenceTransformer's forward pass: the tokenised features in, the
+    sentence embedding of the ONNX graph out (graph inputs not among the features are zeros,
+    e.g. token_type_ids)."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    def __call__(self, features: dict, **_: Any) -> dict:
+        import torch
+
+        ids = features["input_ids"]
+        feed = {}
+        for name in self.inputs:
+            value = features.get(name)
+            feed[name] = (np.zeros(tuple(ids.shape), np.int64) if value is None
+                          else value.cpu().numpy().astype(np.int64, copy=False))
+        (out,) = self.session.run(["sentence_embedding"], feed)
+        return {**features, "sentence_embedding": torch.from_numpy(np.ascontiguousarray(out))}
+
+
+def export_int8(cfg: EmbedConfig | dict | None = None, force: bool = False,
+                check_texts: Sequence[str] | None = None) -> Path:
+    """Export ``cfg.model`` to ONNX from its local weights (offline), fuse, quantize to int8 with
+    :data:`QUANT` and write ``<export_folder>/model_int8.onnx`` and ``export.json`` (recipe,
+    sha256, versions, cosine to the float32 model on ``check_texts``). Returns the folder; an
+    existing complete export is kept unless ``force``."""
+    import shutil
+    import tempfile
+
+    import onnx
+    import onnxruntime
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from sentence_transformers import SentenceTransformer
+
+    cfg = cfg if isinstance(cfg, EmbedConfig) else build(EmbedConfig, dict(cfg or {}), "embed")
+    folder = export_folder(cfg)
+    if not force and read_export(cfg) is not None:
+        return folder
+    path = resolve_model(cfg.model)
+    offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")
+    model_kwargs = {**cfg.model_kwargs, "attn_implementation": "eager"}  # fusable attention graph
+    st = SentenceTransformer(path, device="cpu", revision=cfg.revision,
+                             local_files_only=offline or Path(path).is_dir(),
+                             trust_remote_code=cfg.trust_remote_code, model_kwargs=model_kwargs)
+    st.eval()
+    for module in st:
+        if getattr(module, "include_prompt", True) is False:
+            raise ConfigError(f"embed.model={cfg.model!r}: its pooling leaves the prompt out "
+                              "(include_prompt=false), which the int8 export does not support; "
+                              "use embed.dtype=float32")
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, inner, names):
+            super().__init__()
+            self.st = inner
+            self.names = names
+
+        def forward(self, *tensors):
+            return self.st(dict(zip(self.names, tensors)))["sentence_embedding"]
+
+    sample = st.preprocess(["An example sentence to trace the graph.", "Another, shorter one."])
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
+    config = st[0].auto_model.config
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        axes = {n: {0: "batch", 1: "tokens"} for n in names}
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes on shape checks that hold for any input
+            # an eval-mode wrapper: the exporter restores the wrapper's mode afterwards, and a
+            # fresh module's is train (dropout on in the check below)
+            torch.onnx.export(Wrapper(st, names).eval(), tuple(sample[n] for n in names),
+                              str(work / "model.onnx"), input_names=names,
+                              output_names=["sentence_embedding"],
+                              dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
+                              opset_version=QUANT["opset"], dynamo=False)
+        source = work / "model.onnx"
+        if QUANT["fusion"]:
+            from onnxruntime.transformers.optimizer import optimize_model
+
+            fused = optimize_model(str(source), model_type=QUANT["fusion"], opt_level=0,
+                                   num_heads=int(getattr(config, "num_attention_heads", 0) or 0),
+                                   hidden_size=int(getattr(config, "hidden_size", 0) or 0))
+            source = work / "model_fused.onnx"
+            fused.save_model_to_file(str(source))
+        graph = onnx.load(str(source))
+        exclude = [n.name for n in graph.graph.node
+                   if any(re.search(p, n.name) for p in QUANT["exclude"])]
+        del graph
+        quantize_dynamic(str(source), str(work / INT8_FILE),
+                         weight_type=getattr(QuantType, QUANT["weight_type"]),
+                         per_channel=QUANT["per_channel"], reduce_range=QUANT["reduce_range"],
+                         nodes_to_exclude=exclude,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        # check: the int8 graph against the torch float32 model on a few texts
+        texts = list(check_texts or _CHECK_TEXTS)
+        runner = _OnnxForward(work / INT8_FILE, threads=1)
+        features = st.preprocess(texts)
+        st.eval()
+        got = runner(features)["sentence_embedding"].numpy()
+        with torch.no_grad():
+            want = st(features)["sentence_embedding"].numpy()
+        cos = np.sum(l2_normalise(got) * l2_normalise(want), axis=1)
+        data = (work / INT8_FILE).read_bytes()
+        import sentence_transformers
+        import transformers
+
+        manifest = {
+            "format": EXPORT_FORMAT,
+            "model": cfg.model,
+            "revision": cfg.revision,
+            "package_version": _package_version(cfg.model),
+            "quant": {**QUANT, "excluded_nodes": exclude},
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "bytes": len(data),
+            "versions": {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__,
+                         "torch": torch.__version__, "transformers": transformers.__version__,
+                         "sentence_transformers": sentence_transformers.__version__},
+            "check": {"texts": len(texts), "mean_cos": round(float(cos.mean()), 6),
+                      "min_cos": round(float(cos.min()), 6)},
+        }
+        del data
+        for name in ("model.onnx", "model_fused.onnx"):
+            (work / name).unlink(missing_ok=True)
+        (work / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        if folder.exists():
+            shutil.rmtree(folder)
+        work.rename(folder)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    log.info("int8 export of %s in %s (cosine to float32: mean %.4f, min %.4f)", cfg.model, folder,
+             cos.mean(), cos.min())
+    return folder
+
+
+_CHECK_TEXTS = (
+    "The training of GPT-3 consumed an estimated 1,287 MWh of electricity.",
+    "Table 2: Energy consumption (kWh) and carbon emissions (kg CO2e) per model.",
+    "We measure inference latency on an NVIDIA A100 GPU with batch size 1.",
+    "Data centers accounted for about 1% of global electricity demand in 2018.",
+    "Water usage effectiveness (WUE) is reported in liters per kWh.",
+    "Short.",
+    "The results, shown in Figure 3, indicate that larger models are not always more accurate, "
+    "and that the energy cost of fine-tuning is small compared with pre-training.",
+    "Carbon intensity varies by region: 0.429 kgCO2e/kWh in the US average grid mix.",
+)
+
 class SentenceTransformerEncoder:
     """sentence-transformers model with separate query/document prompts and fp32 unit outputs."""
 
@@ -216,10 +468,27 @@ class SentenceTransformerEncoder:
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
         self.device = pick_device(cfg.device)
-        self.dtype = pick_dtype(cfg.dtype, self.device)
+        self.dtype = pick_dtype(cfg.dtype, self.device, cfg.cpu_fallback)
+        int8 = self.dtype == "int8"
+        if int8:
+            if cfg.backend != "torch":
+                raise ConfigError(f"embed.dtype=int8 runs the int8 ONNX export in onnxruntime; "
+                                  f"embed.backend={cfg.backend!r} applies to float dtypes only "
+                                  "(leave it at torch)")
+            try:
+                import onnxruntime  # noqa: F401
+            except ImportError as exc:
+                raise ConfigError("embed.dtype=int8 needs onnxruntime (pip install onnxruntime), "
+                                  "or set embed.dtype=float32") from exc
+            if read_export(cfg) is None:
+                raise ConfigError(
+                    f"embed.dtype=int8 (dtype {cfg.dtype}, cpu_fallback {cfg.cpu_fallback}) needs the int8 "
+                    f"export of {cfg.model} in {export_folder(cfg)}, which is missing: run "
+                    f"`{export_command(cfg)}` once (offline, ~1 min; scripts/setup.sh does it for "
+                    "the default model), or set embed.dtype=float32 for the torch path")
         path = resolve_model(cfg.model)
         model_kwargs = dict(cfg.model_kwargs)
-        if self.dtype != "float32" and cfg.backend == "torch":
+        if self.dtype not in ("float32", "int8") and cfg.backend == "torch":
             model_kwargs.setdefault("torch_dtype", getattr(torch, self.dtype))
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")
         try:
@@ -240,6 +509,11 @@ class SentenceTransformerEncoder:
             ) from exc
         if cfg.max_seq_length:
             self.model.max_seq_length = cfg.max_seq_length
+        if int8:  # sentence-transformers tokenises and batches; onnxruntime runs the int8 graph
+            from kohaku.config import available_cpus
+
+            self.model.forward = _OnnxForward(export_folder(cfg) / INT8_FILE,
+                                              cfg.torch_threads or available_cpus())
         getter = getattr(self.model, "get_embedding_dimension", None) or getattr(
             self.model, "get_sentence_embedding_dimension"
         )
@@ -259,6 +533,9 @@ class SentenceTransformerEncoder:
         # Batching (batch_size, batch_tokens) is left out: it moves bf16 vectors by < 1e-4 cosine.
         if cfg.model_kwargs:
             identity["model_kwargs"] = cfg.model_kwargs
+        if int8:  # the export's recipe, file hash and versions, and the onnxruntime running it
+            identity["backend"] = "onnxruntime"
+            identity.update(int8_identity(cfg))
         self.model_id = json.dumps(identity, sort_keys=True, default=str)
         self.query_id = json.dumps(
             [cfg.query_prompt, cfg.query_prompt_name, cfg.query_kwargs], sort_keys=True

@@ -12,9 +12,11 @@ import time
 from dataclasses import dataclass
 
 import polars as pl
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from kohaku.embedding import EmbedConfig, EncodeStats, embed_nodes, load_encoder
+from kohaku.config import build
+from kohaku.embedding import (EmbedConfig, EncodeStats, embed_nodes, int8_identity, load_encoder,
+                              pick_device, pick_dtype)
 from kohaku.stage import Stage, StageContext
 
 
@@ -46,7 +48,10 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
 @dataclass(frozen=True)
 class EmbedStage(Stage):
     """The embed key leaves out what cannot change the vectors' meaning: ``context`` while it is
-    ``none`` (so adding the key kept every earlier embed key) and ``torch_threads``."""
+    ``none`` (so adding the key kept every earlier embed key), ``torch_threads`` and
+    ``export_dir`` (where the int8 export lives, not what it is). When the dtype resolves to int8
+    on this machine, the key holds the export's identity (recipe, sha256, the versions that made
+    it) and the onnxruntime version, so a new export or runtime re-embeds."""
 
     def config_slice(self, cfg: DictConfig) -> dict:
         slice_ = super().config_slice(cfg)
@@ -54,6 +59,12 @@ class EmbedStage(Stage):
         if embed.get("context") == "none":
             del embed["context"]
         embed["torch_threads"] = 0
+        model = str(embed.get("model", ""))
+        if embed.get("dtype") in ("auto", "int8") and not model.startswith("hash:"):
+            ecfg = build(EmbedConfig, OmegaConf.to_container(cfg.embed, resolve=True), "embed")
+            device = pick_device(ecfg.device)
+            if device == "cpu" and pick_dtype(ecfg.dtype, device, ecfg.cpu_fallback) == "int8":
+                embed["int8"] = int8_identity(ecfg)
         return {**slice_, "embed": embed}
 
 
