@@ -10,3 +10,6 @@ PY=${PYTHON:-python3}
 # torch==2.13.0 first: on CPU-only machines it is the CPU wheel; a bare 'torch' could pull CUDA.
 # -c: the lock pins every other distribution (an existing .venv is moved to the pinned versions).
 .venv/bin/python -m pip install -q -c requirements/cpu-lock.txt "torch==2.13.0" -e ".[dev]"
+# the int8 ONNX export of the default embedding model (embed.dtype auto on CPUs without bf16), made
+# once from the bundled weights, offline, into models/embed/ (kept while its recipe is unchanged)
+HF_HUB_OFFLINE=1 .venv/bin/python scripts/export_embed.py
