@@ -41,7 +41,7 @@ def test_damaged_corpus_is_recorded_and_summarised_and_good_documents_are_unchan
         "zero2024": "0 bytes); re-download it",
         "locked2024": "encrypted PDF (a password is required); supply a decrypted copy",
         "cut2024": "not a readable PDF",
-        "scan2024": "no text layer (scanned or image-only PDF?); run OCR first",
+        "scan2024": "no text layer (scanned or image-only PDF?) and OCR found no words on them",
         "gone2024": "no document file found (looked for pdfs/gone2024.pdf",
         "stray2024": "file has no row in metadata.csv; add one",
     }
