@@ -42,7 +42,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from kohaku.artifacts import atomic_write
-from kohaku.config import ConfigError, build, not_keyed
+from kohaku.config import ConfigError, build
 from kohaku.devices import cpu_has_native_bf16
 from kohaku.tree.model import aggregate_parents, node_arrays
 from kohaku.vectors import l2_normalise
@@ -69,7 +69,8 @@ class EmbedConfig:
     # what dtype auto picks on a CPU without native bf16: float32 (torch) | int8 (onnxruntime)
     cpu_fallback: str = "float32"
     # folder of the int8 exports (one subfolder per model); null = <models dir>/embed ($KOHAKU_MODELS or models/)
-    export_dir: str | None = not_keyed(None)
+    # (keyed, though only the export's identity, keyed where int8 runs, changes the vectors)
+    export_dir: str | None = None
     # torch | onnx | openvino (the latter two need optimum and an exported model)
     backend: str = "torch"
     batch_size: int = 64  # most texts per forward pass
@@ -484,7 +485,7 @@ class SentenceTransformerEncoder:
                 raise ConfigError(
                     f"embed.dtype=int8 (dtype {cfg.dtype}, cpu_fallback {cfg.cpu_fallback}) needs the int8 "
                     f"export of {cfg.model} in {export_folder(cfg)}, which is missing: run "
-                    f"`{export_command(cfg)}` once (offline, ~1 min; scripts/setup.sh does it for "
+                    f"`{export_command(cfg)}` once (offline, ~10-30 s; scripts/setup.sh does it for "
                     "the default model), or set embed.dtype=float32 for the torch path")
         path = resolve_model(cfg.model)
         model_kwargs = dict(cfg.model_kwargs)

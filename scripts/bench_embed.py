@@ -1,31 +1,37 @@
 #!/usr/bin/env python
-"""Encoding throughput: plain sentence-transformers vs the embed stage's path, same texts.
+"""Encoding throughput per backend and dtype, side by side: plain sentence-transformers vs the
+embed stage's path on the same texts, in one run.
 
-    python scripts/bench_embed.py [--n 2000] [--rounds 3] [--embed minilm] [--ablate] [--csv out.csv]
+    python scripts/bench_embed.py [--n 2000] [--rounds 3] [--dtypes float32 bfloat16 int8] [--csv out.csv]
 
-Texts: the leaves (sentences) of the WattBot hierarchical tree (parse + tree stage functions),
-a seeded random sample of --n of them (--n 0 = every leaf). The stage rows use the settings of
-conf/embed/<--embed>.yaml (batch_size, batch_tokens, dtype, ...) on --device. Rows:
+Texts: the leaves (sentences) of the WattBot hierarchical tree (parse + tree stage functions,
+or --nodes, a tree stage's nodes.parquet), a seeded random sample of --n of them (--n 0 = every
+leaf). The stage rows use conf/embed/<--embed>.yaml (batch_size, batch_tokens, ...) on --device
+with each dtype of --dtypes. Rows:
 
-- naive:        ``SentenceTransformer(path).encode(texts)`` with default settings (fp32, batch 32,
-                batches sorted by character length)
-- stage fp32:   kohaku.embedding.encode_texts with dtype float32 (dedup, token-budget batches),
-                cold encoding cache
-- stage:        the same with the configured dtype (auto = bf16 on CPUs with native bf16)
-- stage fixed batches (--ablate): the configured dtype with batch_tokens 0 and batch_size 64,
-                i.e. sentence-transformers' own batching, the stage path before token budgets
-- stage warm cache: the stage path again over the now-filled encoding cache (what a re-run costs)
+- naive:           ``SentenceTransformer(path).encode(texts)`` with default settings (torch
+                   float32, batch 32, batches sorted by character length): the 1.0x baseline
+- stage <dtype>:   kohaku.embedding.encode_texts (dedup, token-budget batches), cold encoding
+                   cache, with embed.dtype=<dtype>: float32 and bfloat16 run torch, int8 runs
+                   the quantized ONNX export in onnxruntime (scripts/export_embed.py);
+                   --int8-dirs adds one int8 row per other export folder (recipe comparisons)
+- stage fixed batches (--ablate): the config's dtype with batch_tokens 0 and batch_size 64,
+                   i.e. sentence-transformers' own batching
+- stage warm cache: the default dtype's path again over its now-filled encoding cache
 
-The methods run interleaved for --rounds rounds (the machine may be shared) and each reports its
-fastest round (all rounds are listed too). Faithfulness against the naive fp32 vectors: mean and
-min cosine per text, and top10_overlap, the mean share of the exact inner-product top 10 leaves
-that each WattBot question (train + test, encoded by the same method) keeps.
+``default`` marks the dtype that ``embed.dtype=auto`` picks on this machine. The methods run
+interleaved for --rounds rounds (the machine may be shared) and each reports its fastest round
+(all rounds are listed too); the header gives the load average and the CPU's SIMD flags.
+Faithfulness against the naive float32 vectors: mean and min cosine per text, and
+top10_overlap, the mean share of the exact inner-product top 10 leaves that each WattBot
+question (train + test, encoded by the same method) keeps.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import sys
 import tempfile
@@ -75,14 +81,22 @@ def top10_overlap(docs_a: np.ndarray, q_a: np.ndarray, docs_b: np.ndarray, q_b: 
     return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(ta, tb)]))
 
 
+SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data" / "wattbot")
+    p.add_argument("--nodes", type=Path, help="a tree stage's nodes.parquet (instead of parsing --data)")
     p.add_argument("--n", type=int, default=2000, help="texts to encode (0 = every leaf)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--embed", default="minilm", help="conf/embed/<name>.yaml for the stage rows")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default=None, help="dtype of the 'stage' row (default: the config's)")
+    p.add_argument("--dtypes", nargs="+", default=None,
+                   help="stage rows (default: float32, bfloat16 where the CPU has native bf16, "
+                        "int8 where its export exists)")
+    p.add_argument("--int8-dirs", nargs="*", default=[], type=Path,
+                   help="more int8 rows, one per exports folder (embed.export_dir)")
     p.add_argument("--ablate", action="store_true", help="add the 'stage fixed batches' row")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; fastest round counts")
     p.add_argument("--csv", type=Path, default=REPO / "outputs" / "bench" / "bench_embed.csv")
@@ -92,28 +106,55 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from kohaku.config import available_cpus, build
+    from kohaku.devices import cpu_flags, cpu_has_native_bf16
+    from kohaku.embedding import (EmbedConfig, EncodeStats, encode_texts, load_encoder,
+                                  pick_dtype, read_export, resolve_model)
     from kohaku.pipeline import option_values
-    from kohaku.embedding import EncodeStats, encode_texts, load_encoder, resolve_model
 
+    torch.set_num_threads(available_cpus())
     cfg = option_values("embed", args.embed)
     cfg["device"] = args.device
-    if args.dtype:
-        cfg["dtype"] = args.dtype
-    texts = leaf_texts(args.data)
+    ecfg = build(EmbedConfig, cfg, "embed")
+    default_dtype = pick_dtype(ecfg.dtype, args.device, ecfg.cpu_fallback)
+    dtypes = args.dtypes or (["float32"] + (["bfloat16"] if cpu_has_native_bf16() else [])
+                             + (["int8"] if args.device == "cpu" and read_export(ecfg) else []))
+    if args.nodes:
+        nodes = pl.read_parquet(args.nodes)
+        parents = set(nodes["parent_id"].drop_nulls().to_list())
+        texts = [t for n, t in zip(nodes["node_id"].to_list(), nodes["text"].to_list())
+                 if n not in parents]
+    else:
+        texts = leaf_texts(args.data)
     if args.n and args.n < len(texts):
         texts = random.Random(args.seed).sample(texts, args.n)
     questions = question_texts(args.data)
     n_unique = len(set(texts))
+    flags = cpu_flags() or frozenset()
+    try:
+        import onnxruntime
+
+        ort_version = onnxruntime.__version__
+    except ImportError:
+        ort_version = "not installed"
     print(f"{len(texts)} leaf texts ({n_unique} distinct), mean {np.mean([len(t) for t in texts]):.0f} "
-          f"chars, {len(questions)} questions; torch threads {torch.get_num_threads()}; stage: "
-          f"conf/embed/{args.embed}.yaml batch_size {cfg['batch_size']} batch_tokens "
-          f"{cfg.get('batch_tokens')}")
+          f"chars, {len(questions)} questions; stage: conf/embed/{args.embed}.yaml batch_size "
+          f"{cfg['batch_size']} batch_tokens {cfg.get('batch_tokens')}; dtype auto = {default_dtype} here"
+          + (f", {ecfg.cpu_fallback} on a CPU without native bf16 (embed.cpu_fallback)"
+             if args.device == "cpu" and ecfg.dtype == "auto" else ""))
+    print(f"cores {available_cpus()}, torch threads {torch.get_num_threads()}, torch {torch.__version__}, "
+          f"onnxruntime {ort_version}; CPU flags: "
+          f"{' '.join(f for f in SIMD_FLAGS if f in flags) or 'unknown'}; "
+          f"load average at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     naive_model = SentenceTransformer(resolve_model(cfg["model"]), device=args.device)
     naive_model.encode(texts[:32])  # warm-up
-    variants = {"stage fp32": {"dtype": "float32"}, "stage": {}}
+    variants: dict[str, dict] = {f"stage {d}": {"dtype": d} for d in dtypes}
+    for folder in args.int8_dirs:
+        variants[f"stage int8 {folder.name}"] = {"dtype": "int8", "export_dir": str(folder)}
     if args.ablate:
-        variants["stage fixed batches"] = {"batch_tokens": 0, "batch_size": 64}
+        variants["stage fixed batches"] = {"dtype": default_dtype, "batch_tokens": 0, "batch_size": 64}
+    default_label = f"stage {default_dtype}" if f"stage {default_dtype}" in variants else None
     encoders = {}
     for label, override in variants.items():
         encoders[label] = load_encoder({**cfg, **override})
@@ -132,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         times.setdefault("naive", []).append(time.perf_counter() - t0)
         if "naive" not in vectors:
             vectors["naive"] = out / np.linalg.norm(out, axis=1, keepdims=True)
-            info["naive"] = {"dtype": "float32", "encoded": len(texts)}
+            info["naive"] = {"backend": "torch", "dtype": "float32", "encoded": len(texts)}
         for label, enc in encoders.items():
             caches[label] = Path(tempfile.mkdtemp(dir=tmp_root.name))  # cold every round
             stats = EncodeStats()
@@ -140,27 +181,31 @@ def main(argv: list[str] | None = None) -> int:
             vectors[label] = encode_texts(enc, texts, "document", caches[label], progress=False,
                                           stats=stats)
             times.setdefault(label, []).append(time.perf_counter() - t0)
-            info[label] = {"dtype": enc.dtype, "encoded": stats.n_encoded}
-    # warm: the last round's cache again (what a re-run of the embed stage costs)
-    stats = EncodeStats()
-    t0 = time.perf_counter()
-    encode_texts(encoders["stage"], texts, "document", caches["stage"], progress=False, stats=stats)
-    times["stage warm cache"] = [time.perf_counter() - t0]
-    info["stage warm cache"] = {**info["stage"], "encoded": stats.n_encoded}
-    vectors["stage warm cache"] = vectors["stage"]
+            info[label] = {"backend": "onnxruntime" if enc.dtype == "int8" else enc.cfg.backend,
+                           "dtype": enc.dtype, "encoded": stats.n_encoded}
+    if default_label:  # warm: the last round's cache again (what a re-run of the embed stage costs)
+        stats = EncodeStats()
+        t0 = time.perf_counter()
+        encode_texts(encoders[default_label], texts, "document", caches[default_label],
+                     progress=False, stats=stats)
+        times["stage warm cache"] = [time.perf_counter() - t0]
+        info["stage warm cache"] = {**info[default_label], "encoded": stats.n_encoded}
+        vectors["stage warm cache"] = vectors[default_label]
 
     ref = vectors["naive"]
     q_ref = np.asarray(naive_model.encode(questions, normalize_embeddings=True), np.float32)
     q_vecs = {label: encode_texts(enc, questions, "query", None, progress=False)
               for label, enc in encoders.items()}
     q_vecs["naive"] = q_ref
-    q_vecs["stage warm cache"] = q_vecs["stage"]
+    if default_label:
+        q_vecs["stage warm cache"] = q_vecs[default_label]
     for label, vecs in vectors.items():
         cos = np.sum(vecs * ref, axis=1)
         info[label].update(mean_cos=float(cos.mean()), min_cos=float(cos.min()),
                            top10_overlap=top10_overlap(ref, q_ref, vecs, q_vecs[label]))
-    rows = [{"method": m, "texts": len(texts), **info[m], "seconds": min(ts),
-             "all_rounds_s": " ".join(f"{t:.1f}" for t in ts)} for m, ts in times.items()]
+    rows = [{"method": m, "default": m in (default_label, "stage warm cache"), "texts": len(texts),
+             **info[m], "seconds": min(ts), "all_rounds_s": " ".join(f"{t:.1f}" for t in ts)}
+            for m, ts in times.items()]
     naive_s = min(times["naive"])
     table = pl.DataFrame(rows).with_columns(
         (pl.col("texts") / pl.col("seconds")).round(1).alias("texts_per_s"),
@@ -171,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         pl.col("top10_overlap").round(4),
     )
     print_and_save(table, args.csv)
+    print(f"load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

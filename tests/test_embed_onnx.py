@@ -144,10 +144,9 @@ def test_the_embed_key_holds_the_int8_export_only_where_int8_runs(monkeypatch, t
     assert "int8" not in key("embed.dtype=float32")
     assert "int8" not in key("embed.cpu_fallback=float32")
     assert "int8" not in key("embed.model=hash:64")
-    # another export (or onnxruntime) is another key; where the export lives is not
+    # another export (or onnxruntime) is another key
     _fake_export(tmp_path, "b" * 64)
     assert key() != auto and key()["int8"]["export"]["sha256"] == "b" * 64
-    assert "export_dir" not in auto
     # on a CPU with native bf16, auto is bfloat16 (torch): no export in the key
     monkeypatch.setattr(embedding, "cpu_has_native_bf16", lambda flags=None: True)
     assert "int8" not in key()

@@ -48,10 +48,9 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
 @dataclass(frozen=True)
 class EmbedStage(Stage):
     """The embed key leaves out what cannot change the vectors' meaning: ``context`` while it is
-    ``none`` (so adding the key kept every earlier embed key), ``torch_threads`` and
-    ``export_dir`` (where the int8 export lives, not what it is). When the dtype resolves to int8
-    on this machine, the key holds the export's identity (recipe, sha256, the versions that made
-    it) and the onnxruntime version, so a new export or runtime re-embeds."""
+    ``none`` (so adding the key kept every earlier embed key) and ``torch_threads``. When the
+    dtype resolves to int8 on this machine, the key holds the export's identity (recipe, sha256,
+    the versions that made it) and the onnxruntime version, so a new export or runtime re-embeds."""
 
     def config_slice(self, cfg: DictConfig) -> dict:
         slice_ = super().config_slice(cfg)
