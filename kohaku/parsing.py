@@ -2,8 +2,10 @@
 
 Documents are found by their metadata id: ``pdfs/<id>.pdf``, ``corpus/<id>.json`` (the WattBot
 pre-extracted format), ``<id>.md``, ``<id>.txt`` (also under ``docs/``); ``parse.priority`` says
-which format wins when several exist. PDFs go through pdfplumber (columns, font-size headings,
-ruled tables) in a process pool; JSON, Markdown and text are read directly.
+which format wins when several exist. PDFs are read by kohaku/text/pdf.py (``parse.engine``:
+PDFium's text layer, or pdfplumber; columns, font-size headings, ruled tables; OCR for pages
+without a usable text layer) in page ranges by a pool of spawned workers, which a SIGINT or
+SIGTERM of the run stops; JSON, Markdown and text are read directly.
 
 A document that cannot be read (missing, zero bytes, encrypted, corrupt, no text layer, a file
 without a metadata row) becomes a ``documents`` row with status ``error`` and the reason; the
