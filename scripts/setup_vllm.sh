@@ -64,11 +64,12 @@ pip=("$VENV/bin/python" -m pip)
 #    torchaudio and torchcodec that do not match that torch and make `import vllm` fail.
 "${pip[@]}" install -q "$VLLM_SPEC"
 "${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
-# 2. kohaku and its dev extras, without moving anything vllm pinned: every package already in the
-#    venv is held at its installed version by a constraints file.
+# 2. kohaku and its test extra, without moving anything vllm pinned: every package already in the
+#    venv is held at its installed version by a constraints file. Not the dev extra: its
+#    mlflow-skinny wants a newer fastapi than vLLM pins, and pip gives up resolving the two.
 cons="$VENV/vllm-constraints.txt"
 "${pip[@]}" freeze --exclude-editable | grep -v -E '^(kohaku|-e )' > "$cons"
-"${pip[@]}" install -q -c "$cons" -e ".[dev]"
+"${pip[@]}" install -q -c "$cons" -e ".[test]"
 "$VENV/bin/python" - "$VLLM_SPEC" <<'EOF_PY'
 import sys
 from importlib.metadata import version
