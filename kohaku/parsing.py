@@ -281,6 +281,11 @@ def parse_file(fmt: str, path: Path, cfg: ParseConfig,
 Job = tuple[str, str, str, dict[str, Any], int, "int | None"]
 
 
+def _job_pages(job: Job) -> int:
+    """The pages a job reads (1 for a whole document: its size is not known before it is read)."""
+    return job[5] - job[4] if job[5] is not None else 1
+
+
 def _pdf_options(cfg: ParseConfig) -> Any:
     from kohaku.text.pdf import PdfOptions
 
@@ -357,7 +362,7 @@ def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig,
     document is left to run alone at the end) and the number of jobs of each document."""
     from kohaku.text.pdf import pdf_page_count
 
-    jobs: list[tuple[int, Job]] = []
+    jobs: list[Job] = []
     counts: dict[str, int] = {}
     step = int(cfg.pages_per_job)
     for doc_id, hits in found.items():
@@ -372,10 +377,9 @@ def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig,
                 n = 0
         ranges: list[tuple[int, int | None]] = [(a, min(a + step, n)) for a in range(0, n, step)] or [(0, None)]
         counts[doc_id] = len(ranges)
-        for a, b in ranges:
-            jobs.append(((b - a) if b is not None else 1, (doc_id, fmt, str(path), cfg_values, a, b)))
-    jobs.sort(key=lambda j: -j[0])
-    return [j for _, j in jobs], counts
+        jobs.extend((doc_id, fmt, str(path), cfg_values, a, b) for a, b in ranges)
+    jobs.sort(key=lambda j: -_job_pages(j))
+    return jobs, counts
 
 
 def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers: int) -> dict[str, dict[str, Any]]:
@@ -417,13 +421,13 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
             results[doc_id] = {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [],
                                "error": _error_text(exc), "figures": []}
 
-    total = sum((j[5] - j[4]) if j[5] is not None else 1 for j in jobs)
+    total = sum(_job_pages(j) for j in jobs)
     bar = tqdm(total=total, desc="parse", unit="page", disable=total < 50)
     try:
         if workers <= 1 or len(jobs) < 2:
             for job in jobs:
                 take(_parse_job(job))
-                bar.update((job[5] - job[4]) if job[5] is not None else 1)
+                bar.update(_job_pages(job))
         else:
             _run_pool(jobs, min(workers, len(jobs)), take, bar)
     finally:
@@ -449,10 +453,8 @@ def _run_pool(jobs: list[Job], workers: int, take: Callable[[dict[str, Any]], No
                 res = fut.result()
             except Exception as exc:  # a worker died (out of memory, segfault in a C library)
                 res = {"doc_id": job[0], "error": f"worker failed: {type(exc).__name__}: {exc}"}
-                if job[1] != "pdf":
-                    res.update(blocks=[], n_pages=0, warnings=[], figures=[])
             take(res)
-            bar.update((job[5] - job[4]) if job[5] is not None else 1)
+            bar.update(_job_pages(job))
     except BaseException:
         _stop_pool(pool)
         raise

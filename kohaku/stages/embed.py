@@ -12,9 +12,8 @@ import time
 from dataclasses import dataclass
 
 import polars as pl
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from kohaku.config import build
 from kohaku.embedding import (EmbedConfig, EncodeStats, embed_nodes, int8_identity, load_encoder,
                               pick_device, pick_dtype)
 from kohaku.stage import Stage, StageContext
@@ -60,7 +59,7 @@ class EmbedStage(Stage):
         embed["torch_threads"] = 0
         model = str(embed.get("model", ""))
         if embed.get("dtype") in ("auto", "int8") and not model.startswith("hash:"):
-            ecfg = build(EmbedConfig, OmegaConf.to_container(cfg.embed, resolve=True), "embed")
+            ecfg = self.typed(cfg, "embed")
             device = pick_device(ecfg.device)
             if device == "cpu" and pick_dtype(ecfg.dtype, device, ecfg.cpu_fallback) == "int8":
                 embed["int8"] = int8_identity(ecfg)

@@ -260,7 +260,7 @@ def _inside(w: dict[str, Any], bbox: tuple[float, float, float, float]) -> bool:
 
 
 def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = None,
-                stats: Counter | None = None) -> tuple[list[Any], int]:
+                stats: Counter | None = None, words: list[dict[str, Any]] | None = None) -> tuple[list[Any], int]:
     tables: list[_Table] = []
     if opts.tables:
         for t in page.find_tables():
@@ -268,7 +268,8 @@ def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = N
             if rows:
                 x0, top, x1, bottom = t.bbox
                 tables.append(_Table(top, bottom, x0, x1, rows))
-    words = page.extract_words(**_word_settings(opts))
+    if words is None:
+        words = page.extract_words(**_word_settings(opts))
     n_words = len(words)
     # text drawn outside the page box is invisible; it would only confuse the layout
     pw, ph = float(page.width), float(page.height)
@@ -557,8 +558,9 @@ def read_pdf_part(path: Path, opts: PdfOptions | None = None, start: int = 0, st
             except Exception as exc:
                 raise DocumentError(_describe_open_error(exc)) from exc
             try:
-                view = reader.view(page, index, part) if reader.active else page
-                items, n_words = _page_items(view, opts, found, part.stats)
+                words = page.extract_words(**_word_settings(opts))
+                view, words = reader.view(page, words, index, part) if reader.active else (page, words)
+                items, n_words = _page_items(view, opts, found, part.stats, words)
             except Exception as exc:
                 items, n_words = [], 0
                 part.warnings.append(f"page {index + 1}: {type(exc).__name__}: {exc}")
@@ -596,28 +598,27 @@ class _OcrReader:
 
     def __init__(self, path: Path, opts: PdfOptions, pdfium_doc: Any, n_pages: int, n_part: int):
         self.opts = opts.ocr
-        self.pdf_opts = opts
         self.active = self.opts is not None and self.opts.mode != "off"
         self.path = path
         self._doc = pdfium_doc
         self._own: Any = None
-        self.budget = 0
-        if self.active:
-            share = n_part / max(1, n_pages)
-            self.budget = int(self.opts.max_pages) if share >= 1 else -(-int(self.opts.max_pages) * n_part // n_pages)
+        # this part's share of the document's budget, rounded up (all of it for a whole document)
+        self.budget = -(-int(self.opts.max_pages) * n_part // max(1, n_pages)) if self.active else 0
         self.skipped: list[int] = []
         self.failed: list[str] = []
         self.seconds = 0.0
 
-    def view(self, page: Any, index: int, part: PdfPart) -> Any:
+    def view(self, page: Any, words: list[dict[str, Any]], index: int,
+             part: PdfPart) -> tuple[Any, list[dict[str, Any]]]:
+        """(the page, its words): the page and its text layer's ``words`` as they are, or the
+        page seen through OCR and the recognised words."""
         from kohaku.text.ocr import ocr_page, page_needs_ocr, render_page
 
-        words = page.extract_words(**_word_settings(self.pdf_opts))
         if not page_needs_ocr(" ".join(w["text"] for w in words), self.opts):
-            return page
+            return page, words
         if self.budget <= 0:
             self.skipped.append(index + 1)
-            return page
+            return page, words
         self.budget -= 1
         pdfium_page = self._pdfium_page(index)
         try:
@@ -625,18 +626,19 @@ class _OcrReader:
             result = ocr_page(render_page(pdfium_page, int(self.opts.dpi)), width, height, self.opts)
         except Exception as exc:  # rendering or the engine: a page warning, never a crash
             self.failed.append(f"page {index + 1}: OCR failed ({type(exc).__name__}: {exc})")
-            return page
+            return page, words
         finally:
             pdfium_page.close()
         self.seconds += result.seconds
         if result.error:
             self.failed.append(f"page {index + 1}: OCR failed ({result.error})")
-            return page
+            return page, words
         if not result.words:
-            return page
+            return page, words
         part.ocr[index + 1] = float(result.mean_conf)
-        return _OcrView(page, result.words, result.width_pt or width, result.height_pt or height,
+        view = _OcrView(page, result.words, result.width_pt or width, result.height_pt or height,
                         turned=bool(result.rotation))
+        return view, view.extract_words()
 
     def _pdfium_page(self, index: int) -> Any:
         if self._doc is not None:

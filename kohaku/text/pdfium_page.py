@@ -7,10 +7,12 @@ sizes and page objects in C, so the per-page cost is the Python that turns chara
 words, which is the part kohaku needs.
 
 What the adapter gives (coordinates in points, origin top-left of the media box, as pdfplumber):
-- ``extract_words(...)``: words built the way pdfplumber's ``extract_words`` builds them with
-  kohaku's settings: characters clustered into lines by ``top`` (3 pt), sorted by x, split at
-  blanks, at a gap wider than ``x_tolerance_ratio`` x the font size, and where the size or font
-  changes; ligatures expanded (``ﬁ`` -> ``fi``); each with ``size`` and ``fontname``.
+- ``extract_words(...)``: the words pdfplumber's ``extract_words`` gives with kohaku's
+  settings, made from PDFium's text: a run between its whitespace (the spaces a PDF draws,
+  those PDFium puts at word gaps, its line breaks) is a word when its first and last characters
+  share size, font and line; otherwise it is measured character by character and split where
+  pdfplumber would (size, font or line changes, a gap over 0.15 x the size); rotated text a word
+  per character; ligatures expanded (``ﬁ`` -> ``fi``); each with ``size`` and ``fontname``.
 - ``images``: the page's image objects (also inside form XObjects), with their boxes.
 - ``find_tables()``: pdfplumber's own table finder (its TableFinder and Table classes) given
   the edges of PDFium's path objects (every axis-aligned segment of every subpath, as pdfplumber
@@ -35,7 +37,7 @@ LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\
 # PDFium's marks for a hyphen that ends a line (U+0002 from GetUnicode, U+FFFE in GetText's
 # output); other uses of the two are unmappable characters
 _HYPHEN_MARKS = ("\x02", "\ufffe")
-_LINE_TOLERANCE = 3.0      # pdfplumber's y_tolerance: chars within it are one line
+_LINE_TOLERANCE = 3.0      # pdfplumber's y_tolerance: characters further apart are on two lines
 
 
 class PdfiumDocument:
@@ -157,7 +159,7 @@ class PdfiumPage:
                     continue
                 last = measure(b)
                 if (first[4:] == last[4:] and abs(first[3] - last[3]) < 0.5 * first[4] + 0.5
-                        and last[2] > first[0] and (not first[6] or len(word) == b - a + 1)):
+                        and last[2] > first[0] and len(word) == b - a + 1):
                     emit(word, first, last)
                     continue
                 # the run changes font, size or line inside (a superscript, a word broken over
@@ -351,7 +353,7 @@ def _split_word(raw_word: str, start: int, measure: Any, emit: Any, clean: str |
         shown = text[k] if clean is not None else LIGATURES.get(ch, ch)
         if cur:
             p = cur[-1][1]
-            if (c[4:] != p[4:] or abs(c[3] - p[3]) > 3.0 or c[0] < p[0] - 0.01
+            if (c[4:] != p[4:] or abs(c[3] - p[3]) > _LINE_TOLERANCE or c[0] < p[0] - 0.01
                     or c[0] > p[2] + 0.15 * p[4]):
                 flush()
         cur.append((shown, c))
