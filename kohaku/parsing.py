@@ -422,6 +422,10 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
                                "error": _error_text(exc), "figures": []}
 
     total = sum(_job_pages(j) for j in jobs)
+    if cfg.engine == "pdfium" and any(j[1] == "pdf" for j in jobs):
+        from kohaku.text import native
+
+        native.library()   # built here once (or its warning given once), not by every worker
     bar = tqdm(total=total, desc="parse", unit="page", disable=total < 50)
     try:
         if workers <= 1 or len(jobs) < 2:

@@ -32,6 +32,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from kohaku.text import native
+
 LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
              "\ufb05": "st", "\ufb06": "st"}
 # PDFium's marks for a hyphen that ends a line (U+0002 from GetUnicode, U+FFFE in GetText's
@@ -95,7 +97,9 @@ class PdfiumPage:
         """(text, x0, top, x1, bottom, size, fontname, upright) of every word on the page: a run
         of characters between PDFium's whitespace (the spaces the PDF draws, the spaces PDFium
         puts where it sees a word gap, its line breaks). Only a word's first and last
-        characters are measured: size, font and top come from the first, the box spans both."""
+        characters are measured: size, font and top come from the first, the box spans both.
+        The two ends of every word are read in C when kohaku/text/native.py could build its
+        library (same figures), else here."""
         api = _api()
         textpage = self._page.get_textpage()
         try:
@@ -108,64 +112,7 @@ class PdfiumPage:
             text = bytes(buf)[: 2 * n].decode("utf-16-le", errors="replace")
             if len(text) != n:  # a character outside the BMP: ask one by one
                 text = "".join(chr(api.unicode(tp, i)) for i in range(n))
-            box = api.FS_RECTF()
-            box_at = ctypes.addressof(box)
-            ox, oy = ctypes.c_double(), ctypes.c_double()
-            ox_at, oy_at = ctypes.addressof(ox), ctypes.addressof(oy)
-            get_box, get_obj = api.box, api.obj
-            by_obj: dict[int | None, tuple[float, bool, str, bool]] = {}   # size, upright, font, italic
-            by_font: dict[int | None, tuple[str, bool]] = {}               # name, italic
-            left, top = self._left, self._top
-            out: list[tuple[Any, ...]] = []
-            def measure(i: int) -> tuple[Any, ...]:
-                """(x0, top, x1, bottom, size, font, upright) of character i, in PDF space."""
-                obj = get_obj(tp, i)
-                font = by_obj.get(obj)
-                if font is None:
-                    font = by_obj[obj] = _object_font(api, tp, i, obj, by_font)
-                get_box(tp, i, box_at)
-                x0 = box.left
-                if font[1]:  # upright: x0 at the origin, as pdfminer (the loose box of an italic
-                    # glyph leans left of it, and a round one's starts a little before it)
-                    api.origin(tp, i, ox_at, oy_at)
-                    x0 = ox.value
-                return (x0, box.top, box.right, box.bottom, font[0], font[2], font[1])
-
-            def emit(word: str, a: tuple[Any, ...], b: tuple[Any, ...]) -> None:
-                size, name, upright = a[4], a[5], a[6]
-                if upright:
-                    bottom = top - min(a[3], b[3])
-                    out.append((word, a[0] - left, bottom - size, max(a[2], b[2]) - left, bottom, size, name, True))
-                else:  # rotated text (margin notes, axis titles): its box as it lies
-                    out.append((word, min(a[0], b[0]) - left, top - max(a[1], b[1]), max(a[2], b[2]) - left,
-                                top - min(a[3], b[3]), size, name, False))
-
-            for m in _WORD.finditer(text):
-                a, b = m.start(), m.end() - 1
-                word = m.group()
-                if _SPECIAL.search(word):
-                    word = _clean_word(api, tp, a, word)
-                first = measure(a)
-                if b == a:
-                    emit(word, first, first)
-                    continue
-                if not first[6]:
-                    # rotated text (a margin note, an axis title): a word per character, as
-                    # pdfplumber's extraction gives it, so it does not stretch a row of the page
-                    text_k = word if len(word) == b - a + 1 else m.group()
-                    for k in range(b - a + 1):
-                        c = first if k == 0 else measure(a + k)
-                        emit(LIGATURES.get(text_k[k], text_k[k]), c, c)
-                    continue
-                last = measure(b)
-                if (first[4:] == last[4:] and abs(first[3] - last[3]) < 0.5 * first[4] + 0.5
-                        and last[2] > first[0] and len(word) == b - a + 1):
-                    emit(word, first, last)
-                    continue
-                # the run changes font, size or line inside (a superscript, a word broken over
-                # two lines): measured character by character, split where pdfplumber would
-                _split_word(m.group(), a, measure, emit, word if len(word) == b - a + 1 else None)
-            return out
+            return _Words(api, tp, self._left, self._top).read(text)
         finally:
             textpage.close()
 
@@ -184,6 +131,10 @@ class PdfiumPage:
     def _objects(self) -> list[tuple[int, int, tuple[float, float, float, float, float, float]]]:
         """(type, handle, matrix to page space) of every image and path object, those inside
         form XObjects included (text objects are read through the text page)."""
+        arrays = self._object_arrays
+        if arrays is not None:
+            kinds, objs, matrices = arrays
+            return list(zip(kinds.tolist(), objs.tolist(), map(tuple, matrices.reshape(-1, 6).tolist())))
         api = _api()
         image, path, form = api.IMAGE, api.PATH, api.FORM
         get_type, page_obj, form_obj = api.obj_type, api.page_obj, api.form_obj
@@ -201,6 +152,32 @@ class PdfiumPage:
                 elif kind == form and depth < 8:
                     stack.append((obj, api.form_count(obj), _compose(_matrix(api, obj), matrix), depth + 1))
         return out
+
+    @cached_property
+    def _object_arrays(self) -> tuple[Any, Any, Any] | None:
+        """``_objects`` as arrays (kinds, handles, matrices), read by the C loop
+        (kohaku_page_objects); None without it."""
+        lib = native.library()
+        if lib is None:
+            return None
+        import numpy as np
+
+        api = _api()
+        page = ctypes.cast(self._page.raw, ctypes.c_void_p).value
+        room = 256
+        while True:
+            kinds = np.zeros(room, dtype=np.intc)
+            objs = np.zeros(room, dtype=np.uintp)
+            matrices = np.zeros(6 * room, dtype=np.float64)
+            n = lib.kohaku_page_objects(page, api.IMAGE, api.PATH, api.FORM, api.addr_page_count,
+                                        api.addr_page_obj, api.addr_form_count, api.addr_form_obj,
+                                        api.addr_obj_type, api.addr_obj_matrix, room, kinds.ctypes.data,
+                                        objs.ctypes.data, matrices.ctypes.data)
+            if n < 0:
+                raise MemoryError(f"page {self.page_number}: no memory for its stack of form objects")
+            if n <= room:
+                return kinds[:n], objs[:n], matrices[: 6 * n]
+            room = n
 
     def _bounds(self, obj: int, matrix) -> tuple[float, float, float, float]:
         """An object's box (x0, top, x1, bottom) on the page."""
@@ -220,22 +197,35 @@ class PdfiumPage:
     def images(self) -> list[dict[str, Any]]:
         """Image objects as pdfplumber's ``page.images`` items (their box keys)."""
         image = _api().IMAGE
+        arrays = self._object_arrays
+        if arrays is not None:  # only the images' handles and matrices made into Python values
+            kinds, objs, matrices = arrays
+            at = (kinds == image).nonzero()[0]
+            found = zip(objs[at].tolist(), map(tuple, matrices.reshape(-1, 6)[at].tolist()))
+        else:
+            found = ((obj, matrix) for kind, obj, matrix in self._objects if kind == image)
         out = []
-        for kind, obj, matrix in self._objects:
-            if kind == image:
-                x0, top, x1, bottom = self._bounds(obj, matrix)
-                out.append({"x0": x0, "top": top, "x1": x1, "bottom": bottom, "width": x1 - x0,
-                            "height": bottom - top, "page_number": self.page_number})
+        for obj, matrix in found:
+            x0, top, x1, bottom = self._bounds(obj, matrix)
+            out.append({"x0": x0, "top": top, "x1": x1, "bottom": bottom, "width": x1 - x0,
+                        "height": bottom - top, "page_number": self.page_number})
         return out
 
     def edges(self) -> list[dict[str, Any]]:
         """Horizontal and vertical edges of the page's path objects, as pdfplumber makes them
         from lines, rectangles and curves: every axis-aligned segment of every subpath."""
+        return [_edge_dict(row) for row in self._edge_rows()]
+
+    def _edge_rows(self) -> list[tuple[float, float, float, float, str]]:
+        """``edges`` as (x0, top, x1, bottom, orientation) rows, read in C where it is built."""
+        arrays = self._object_arrays
+        if arrays is not None:
+            return self._edge_rows_native(*arrays)
         api = _api()
         path, moveto = api.PATH, api.MOVETO
         count, segment, point, seg_type, seg_close = (api.seg_count, api.segment, api.seg_point, api.seg_type,
                                                       api.seg_close)
-        out: list[dict[str, Any]] = []
+        out: list[tuple[float, float, float, float, str]] = []
         xy = (ctypes.c_float * 2)()
         x_at = ctypes.addressof(xy)
         y_at = x_at + 4
@@ -260,42 +250,81 @@ class PdfiumPage:
                     _add_edge(out, p, start)
         return out
 
+    def _edge_rows_native(self, kinds: Any, objs: Any, matrices: Any) -> list[tuple[float, float, float, float, str]]:
+        import numpy as np
+
+        api, lib = _api(), native.library()
+        paths = kinds == api.PATH
+        if not paths.any():
+            return []
+        handles = np.ascontiguousarray(objs[paths])
+        outer = np.ascontiguousarray(matrices.reshape(-1, 6)[paths]).reshape(-1)
+        room = 1024
+        while True:
+            rows = np.zeros(4 * room, dtype=np.float64)
+            orient = np.zeros(room, dtype=np.uint8)
+            n = lib.kohaku_path_edges(len(handles), handles.ctypes.data, outer.ctypes.data, self._left, self._top,
+                                      api.addr_obj_matrix, api.addr_seg_count, api.addr_segment, api.addr_seg_point,
+                                      api.addr_seg_type, api.addr_seg_close, api.MOVETO, room, rows.ctypes.data,
+                                      orient.ctypes.data)
+            if n <= room:
+                break
+            room = n
+        values = rows[: 4 * n].reshape(n, 4).T.tolist()
+        return list(zip(*values, orient[:n].tobytes().decode("ascii")))
+
     def find_tables(self, table_settings: Any = None) -> list[Any]:
         """pdfplumber's own table finder (``TableFinder``, default settings: lines strategy)
         run on this page's PDFium edges and characters; a page without two horizontal and two
         vertical edges cannot hold a ruled table and is skipped."""
-        from pdfplumber.table import TableFinder
+        from kohaku.text.table_cells import find_tables
 
         # the same edge drawn twice (two adjacent cells' rectangles share a side) is one edge
         # to the finder: its merge step would join them anyway
-        edges = list({(e["orientation"], round(e["x0"], 2), round(e["top"], 2), round(e["x1"], 2),
-                       round(e["bottom"], 2)): e for e in self.edges()}.values())
-        hs = sum(1 for e in edges if e["orientation"] == "h")
-        if hs < 2 or len(edges) - hs < 2:
+        rows = self._edge_rows()
+        unique = _unique_edges(rows)
+        hs = sum(1 for k in unique if rows[k][4] == "h")
+        if hs < 2 or len(unique) - hs < 2:
             return []
+        edges = [_edge_dict(rows[k]) for k in unique]
         self.stats["table_pages"] = self.stats.get("table_pages", 0) + 1
-        tables = TableFinder(_TableView(self, edges, []), table_settings).tables
+        tables = find_tables(_TableView(self, edges, []), table_settings)
         if tables:
-            chars = self.char_dicts()
-            for table in tables:  # each table reads only the characters in its box
-                x0, top, x1, bottom = table.bbox
-                table.page = _TableView(self, edges, [c for c in chars if c["x1"] >= x0 and c["x0"] <= x1
-                                                      and c["bottom"] >= top and c["top"] <= bottom])
+            for table, chars in zip(tables, self._chars_in([t.bbox for t in tables])):
+                table.page = _TableView(self, edges, chars)  # each table reads only the characters in its box
         return tables
 
     def char_dicts(self) -> list[dict[str, Any]]:
         """What pdfplumber's table cells read as characters: here the page's words (a cell's
         text is the words whose centre lies in it), with a space between two words of a line
         so that pdfplumber's cell text keeps them apart."""
+        return [_char_dict(c) for c in self._char_items()]
+
+    def _char_items(self) -> list[tuple[Any, ...]]:
         if self._items is None:
             self._items = self.word_items()
-        out: list[dict[str, Any]] = []
+        out: list[tuple[Any, ...]] = []
         prev = None
         for w in self._items:
             if prev is not None and w[7] and prev[7] and abs(prev[4] - w[4]) < 1 and prev[3] <= w[1]:
-                out.append(_char_dict((" ", prev[3], w[2], w[1], w[4], w[5], w[6], True)))
-            out.append(_char_dict(w))
+                out.append((" ", prev[3], w[2], w[1], w[4], w[5], w[6], True))
+            out.append(w)
             prev = w
+        return out
+
+    def _chars_in(self, boxes: list[tuple[float, float, float, float]]) -> list[list[dict[str, Any]]]:
+        """For each box (x0, top, x1, bottom), the ``char_dicts`` that touch it, in their order
+        (only those are made into dicts)."""
+        import numpy as np
+
+        items = self._char_items()
+        if not items:
+            return [[] for _ in boxes]
+        x0, top, x1, bottom = (np.array(v, dtype=np.float64) for v in list(zip(*items))[1:5])
+        out = []
+        for bx0, btop, bx1, bbottom in boxes:
+            keep = np.flatnonzero((x1 >= bx0) & (x0 <= bx1) & (bottom >= btop) & (top <= bbottom))
+            out.append([_char_dict(items[k]) for k in keep.tolist()])
         return out
 
     # ------------------------------------------------ pdfplumber, on demand
@@ -327,6 +356,7 @@ class PdfiumPage:
             self._plumber.close()
             self._plumber = None
         self.__dict__.pop("_objects", None)
+        self.__dict__.pop("_object_arrays", None)
         self._page.close()
 
 
@@ -334,6 +364,220 @@ def _char_dict(c: tuple[Any, ...]) -> dict[str, Any]:
     return {"text": c[0], "x0": c[1], "top": c[2], "x1": c[3], "bottom": c[4], "doctop": c[2],
             "width": c[3] - c[1], "height": c[4] - c[2], "size": c[5], "fontname": c[6],
             "upright": c[7], "object_type": "char"}
+
+
+class _Words:
+    """The words of one text page (``PdfiumPage.word_items``): each whitespace run of the
+    page's text measured at its two ends, or character by character where they disagree."""
+
+    def __init__(self, api: SimpleNamespace, tp: int, left: float, top: float):
+        self.api, self.tp, self.left, self.top = api, tp, left, top
+        self.by_obj: dict[int | None, tuple[float, bool, str, bool]] = {}   # size, upright, font, italic
+        self.by_font: dict[int | None, tuple[str, bool]] = {}               # name, italic
+        self.box = api.FS_RECTF()
+        self.box_at = ctypes.addressof(self.box)
+        self.ox, self.oy = ctypes.c_double(), ctypes.c_double()
+        self.out: list[tuple[Any, ...]] = []
+
+    def font(self, obj: int | None, i: int) -> tuple[float, bool, str, bool]:
+        font = self.by_obj.get(obj)
+        if font is None:
+            font = self.by_obj[obj] = _object_font(self.api, self.tp, i, obj, self.by_font)
+        return font
+
+    def read(self, text: str) -> list[tuple[Any, ...]]:
+        special = _SPECIAL.search(text) is not None
+        lib = native.library()
+        spans = _word_spans(text) if lib is not None else None
+        if spans is None:
+            runs = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
+            words = [self.clean(a, w) if special else w for a, _, w in runs]
+            self._read_python(runs, words)
+        elif len(spans[0]):
+            raw = _WORD.findall(text)
+            words = [self.clean(a, w) for a, w in zip(spans[0].tolist(), raw)] if special else raw
+            self._read_native(lib, spans[0], spans[1], raw, words, special)
+        return self.out
+
+    def clean(self, start: int, word: str) -> str:
+        return _clean_word(self.api, self.tp, start, word) if _SPECIAL.search(word) else word
+
+    def _read_python(self, runs: list[tuple[int, int, str]], words: list[str]) -> None:
+        api, tp, left, top = self.api, self.tp, self.left, self.top
+        get_box, get_obj, get_origin = api.box, api.obj, api.origin
+        box, box_at = self.box, self.box_at
+        ox, ox_at, oy_at = self.ox, ctypes.addressof(self.ox), ctypes.addressof(self.oy)
+        by_obj, font_of, append = self.by_obj, self.font, self.out.append
+        for (a, end, raw), word in zip(runs, words):
+            b = end - 1
+            # the common case inline (an upright word whose ends share font, size and line):
+            # the first character's object, loose box and origin, the last one's object and box
+            obj = get_obj(tp, a)
+            font = font_of(obj, a)
+            size = font[0]
+            if font[1]:
+                get_box(tp, a, box_at)
+                bot, right = box.bottom, box.right
+                get_origin(tp, a, ox_at, oy_at)
+                x0 = ox.value
+                if b == a:
+                    bottom = top - bot
+                    append((word, x0 - left, bottom - size, right - left, bottom, size, font[2], True))
+                    continue
+                obj_b = get_obj(tp, b)
+                font_b = font if obj_b == obj else by_obj.get(obj_b)
+                if font_b is not None and (font_b is font or font_b[:3] == font[:3]):
+                    get_box(tp, b, box_at)
+                    bot_b, right_b = box.bottom, box.right
+                    if abs(bot - bot_b) < 0.5 * size + 0.5 and right_b > x0 and len(word) == end - a:
+                        bottom = top - min(bot, bot_b)
+                        append((word, x0 - left, bottom - size, max(right, right_b) - left, bottom, size,
+                                font[2], True))
+                        continue
+            self.general(a, end, raw, word)
+
+    def _read_native(self, lib: Any, first: Any, end: Any, raw: list[str], words: list[str], special: bool) -> None:
+        """The same words as ``_read_python``: C reads both ends of every word
+        (kohaku_word_ends), numpy makes the common case's boxes with the same float64
+        operations, and the words that need more go through ``general`` in their place.
+        ``first``/``end``: the runs' starts and ends (int32 arrays), ``raw`` their text."""
+        import numpy as np
+
+        api, tp, left, top = self.api, self.tp, self.left, self.top
+        n = len(raw)
+        last = end - 1
+        objs = np.zeros(2 * n, dtype=np.uintp)
+        boxes = np.zeros(8 * n, dtype=np.float32)
+        origins = np.zeros(n, dtype=np.float64)
+        sizes = np.zeros(2 * n, dtype=np.float64)
+        matrices = np.zeros(8 * n, dtype=np.float32)
+        has_matrix = np.zeros(2 * n, dtype=np.intc)
+        font_handles = np.zeros(2 * n, dtype=np.uintp)
+        lib.kohaku_word_ends(tp, n, first.ctypes.data, last.ctypes.data, api.addr_obj, api.addr_box,
+                             api.addr_origin, api.addr_size, api.addr_matrix, api.addr_font,
+                             objs.ctypes.data, boxes.ctypes.data, origins.ctypes.data, sizes.ctypes.data,
+                             matrices.ctypes.data, has_matrix.ctypes.data, font_handles.ctypes.data)
+        # each text object's font from its first end met (the order the Python loop meets
+        # them in: a font name is read once per font), then per word through the object's index
+        handles, first_at, which = np.unique(objs, return_index=True, return_inverse=True)
+        order = np.argsort(first_at, kind="stable")
+        by_obj, by_font = self.by_obj, self.by_font
+        fonts: list[Any] = [None] * len(handles)
+        seen: dict[tuple[Any, ...], tuple[float, bool, str, bool]] = {}
+        for u, j, h, sz, mat, has, font in zip(order.tolist(), first_at[order].tolist(), handles[order].tolist(),
+                                                sizes[first_at[order]].tolist(),
+                                                matrices.reshape(2 * n, 4)[first_at[order]].tolist(),
+                                                has_matrix[first_at[order]].tolist(),
+                                                font_handles[first_at[order]].tolist()):
+            key = h or None   # NULL as ctypes gives it: None
+            if key not in by_obj:
+                # objects alike in size, matrix and font (one per word on many pages) share the tuple
+                figures = (sz, font, has, *mat)
+                got = seen.get(figures)
+                if got is None:
+                    got = seen[figures] = _font_tuple(api, sz, mat if has else None, font or None, by_font)
+                by_obj[key] = got
+            fonts[u] = by_obj[key]
+        # fonts alike in size, direction and name are one class: a word whose two ends are in
+        # one class keeps its font
+        classes: dict[tuple[Any, ...], int] = {}
+        cls = np.array([classes.setdefault(f[:3], len(classes)) for f in fonts], dtype=np.int64)
+        which = which.reshape(-1)
+        ua, ub = which[0::2], which[1::2]
+        size = np.array([f[0] for f in fonts], dtype=np.float64)[ua]
+        upright = np.array([f[1] for f in fonts], dtype=bool)[ua]
+        same = cls[ua] == cls[ub]
+        names = [fonts[u][2] for u in ua.tolist()]
+        box = boxes.reshape(n, 8).astype(np.float64)
+        right, bot, right_b, bot_b = box[:, 2], box[:, 3], box[:, 6], box[:, 7]
+        ok = same & (np.abs(bot - bot_b) < 0.5 * size + 0.5) & (right_b > origins)
+        if special:
+            ok &= np.fromiter((len(w) for w in words), dtype=np.int64, count=n) == end - first
+        ok = upright & ((first == last) | ok)
+        bottom = top - np.minimum(bot, bot_b)
+        fast = list(zip(words, (origins - left).tolist(), (bottom - size).tolist(),
+                        (np.maximum(right, right_b) - left).tolist(), bottom.tolist(), size.tolist(),
+                        names, [True] * n))
+        if ok.all():
+            self.out.extend(fast)
+            return
+        done = 0
+        for k in np.flatnonzero(~ok).tolist():
+            self.out.extend(fast[done:k])
+            self.general(int(first[k]), int(end[k]), raw[k], words[k])
+            done = k + 1
+        self.out.extend(fast[done:])
+
+    def measure(self, i: int) -> tuple[Any, ...]:
+        """(x0, top, x1, bottom, size, font, upright) of character i, in PDF space."""
+        api, tp, box = self.api, self.tp, self.box
+        font = self.font(api.obj(tp, i), i)
+        api.box(tp, i, self.box_at)
+        x0 = box.left
+        if font[1]:  # upright: x0 at the origin, as pdfminer (the loose box of an italic glyph
+            # leans left of it, and a round one's starts a little before it)
+            api.origin(tp, i, ctypes.addressof(self.ox), ctypes.addressof(self.oy))
+            x0 = self.ox.value
+        return (x0, box.top, box.right, box.bottom, font[0], font[2], font[1])
+
+    def emit(self, word: str, a: tuple[Any, ...], b: tuple[Any, ...]) -> None:
+        size, name, upright = a[4], a[5], a[6]
+        left, top = self.left, self.top
+        if upright:
+            bottom = top - min(a[3], b[3])
+            self.out.append((word, a[0] - left, bottom - size, max(a[2], b[2]) - left, bottom, size, name, True))
+        else:  # rotated text (margin notes, axis titles): its box as it lies
+            self.out.append((word, min(a[0], b[0]) - left, top - max(a[1], b[1]), max(a[2], b[2]) - left,
+                             top - min(a[3], b[3]), size, name, False))
+
+    def general(self, a: int, end: int, raw: str, word: str) -> None:
+        """One word measured character by character where its ends disagree (rotated text,
+        a font or line change inside the run, a ligature)."""
+        b = end - 1
+        measure, emit = self.measure, self.emit
+        first = measure(a)
+        if b == a:
+            emit(word, first, first)
+            return
+        if not first[6]:
+            # rotated text (a margin note, an axis title): a word per character, as
+            # pdfplumber's extraction gives it, so it does not stretch a row of the page
+            text_k = word if len(word) == b - a + 1 else raw
+            for k in range(b - a + 1):
+                c = first if k == 0 else measure(a + k)
+                emit(LIGATURES.get(text_k[k], text_k[k]), c, c)
+            return
+        last = measure(b)
+        if (first[4:] == last[4:] and abs(first[3] - last[3]) < 0.5 * first[4] + 0.5
+                and last[2] > first[0] and len(word) == b - a + 1):
+            emit(word, first, last)
+            return
+        # the run changes font, size or line inside (a superscript, a word broken over two
+        # lines): measured character by character, split where pdfplumber would
+        _split_word(raw, a, measure, emit, word if len(word) == b - a + 1 else None)
+
+
+@lru_cache(maxsize=1)
+def _separators() -> Any:
+    """A bool per UTF-16 code unit: does it end a word (``_WORD``'s complement: Python's
+    whitespace, NUL)?"""
+    import numpy as np
+
+    return np.array([c == 0 or chr(c).isspace() for c in range(65536)], dtype=bool)
+
+
+def _word_spans(text: str) -> tuple[Any, Any] | None:
+    """(starts, ends) of ``_WORD``'s matches in ``text`` as int32 arrays, found with numpy;
+    None when the text has characters outside the BMP (the regex finds them then)."""
+    import numpy as np
+
+    codes = np.frombuffer(text.encode("utf-16-le", "surrogatepass"), dtype=np.uint16)
+    if len(codes) != len(text):
+        return None
+    inside = np.zeros(len(codes) + 2, dtype=np.int8)
+    inside[1:-1] = ~_separators()[codes]
+    step = np.diff(inside)
+    return np.flatnonzero(step == 1).astype(np.int32), np.flatnonzero(step == -1).astype(np.int32)
 
 
 def _split_word(raw_word: str, start: int, measure: Any, emit: Any, clean: str | None) -> None:
@@ -400,6 +644,17 @@ def _api() -> SimpleNamespace:
 
     return SimpleNamespace(
         FS_RECTF=raw.FS_RECTF, FS_MATRIX=raw.FS_MATRIX,
+        # the bare addresses, for the C loops (kohaku/text/pdfium_scan.c)
+        **{"addr_" + k: ctypes.cast(getattr(raw, f), V).value for k, f in (
+            ("obj", "FPDFText_GetTextObject"), ("box", "FPDFText_GetLooseCharBox"),
+            ("origin", "FPDFText_GetCharOrigin"), ("size", "FPDFText_GetFontSize"),
+            ("matrix", "FPDFText_GetMatrix"), ("font", "FPDFTextObj_GetFont"),
+            ("page_count", "FPDFPage_CountObjects"),
+            ("page_obj", "FPDFPage_GetObject"), ("form_count", "FPDFFormObj_CountObjects"),
+            ("form_obj", "FPDFFormObj_GetObject"), ("obj_type", "FPDFPageObj_GetType"),
+            ("obj_matrix", "FPDFPageObj_GetMatrix"), ("seg_count", "FPDFPath_CountSegments"),
+            ("segment", "FPDFPath_GetPathSegment"), ("seg_point", "FPDFPathSegment_GetPoint"),
+            ("seg_type", "FPDFPathSegment_GetType"), ("seg_close", "FPDFPathSegment_GetClose"))},
         count=declare(raw.FPDFText_CountChars, I, V),
         text=declare(raw.FPDFText_GetText, I, V, I, I, V),
         unicode=declare(raw.FPDFText_GetUnicode, ctypes.c_uint, V, I),
@@ -438,15 +693,23 @@ def _object_font(api: SimpleNamespace, tp: int, i: int, obj: int | None,
     pdfminer measures it, the font size times the vertical scale of the character's matrix
     (text in a scaled form or under a scaled text matrix is smaller or larger than its Tf
     size); upright by pdfminer's rule (a*d > 0, b*c <= 0)."""
-    size = float(api.size(tp, i))
-    upright = True
     m = api.FS_MATRIX()
-    if api.matrix(tp, i, ctypes.addressof(m)):
-        scale = (m.c * m.c + m.d * m.d) ** 0.5
+    has = api.matrix(tp, i, ctypes.addressof(m))
+    return _font_tuple(api, api.size(tp, i), (m.a, m.b, m.c, m.d) if has else None,
+                       api.font(obj) if obj else None, by_font)
+
+
+def _font_tuple(api: SimpleNamespace, size: float, matrix: tuple[float, float, float, float] | None,
+                font: int | None, by_font: dict[int | None, tuple[str, bool]]) -> tuple[float, bool, str, bool]:
+    """``_object_font`` from PDFium's figures (the C loop reads them for every word end)."""
+    size = float(size)
+    upright = True
+    if matrix is not None:
+        a, b, c, d = matrix
+        scale = (c * c + d * d) ** 0.5
         if scale > 0:
             size *= scale
-        upright = m.a * m.d > 0 and m.b * m.c <= 0
-    font = api.font(obj) if obj else None
+        upright = a * d > 0 and b * c <= 0
     known = by_font.get(font)
     if known is None:
         name = ""
@@ -479,13 +742,45 @@ def _apply(m, x: float, y: float) -> tuple[float, float]:
     return (m[0] * x + m[2] * y + m[4], m[1] * x + m[3] * y + m[5])
 
 
-def _add_edge(out: list[dict[str, Any]], p0: tuple[float, float], p1: tuple[float, float]) -> None:
+def _add_edge(out: list[tuple[float, float, float, float, str]], p0: tuple[float, float], p1: tuple[float, float]) -> None:
     (x0, y0), (x1, y1) = p0, p1
     if abs(x0 - x1) < 1e-6 and abs(y0 - y1) >= 1e-6:
-        top, bottom = min(y0, y1), max(y0, y1)
-        out.append({"x0": x0, "x1": x0, "top": top, "bottom": bottom, "width": 0.0, "height": bottom - top,
-                    "orientation": "v", "object_type": "curve_edge"})
+        out.append((x0, min(y0, y1), x0, max(y0, y1), "v"))
     elif abs(y0 - y1) < 1e-6 and abs(x0 - x1) >= 1e-6:
-        left, right = min(x0, x1), max(x0, x1)
-        out.append({"x0": left, "x1": right, "top": y0, "bottom": y0, "width": right - left, "height": 0.0,
-                    "orientation": "h", "object_type": "curve_edge"})
+        out.append((min(x0, x1), y0, max(x0, x1), y0, "h"))
+
+
+def _unique_edges(rows: list[tuple[float, float, float, float, str]]) -> list[int]:
+    """Which rows stay when an edge drawn twice counts once: the rows as
+    ``{(orientation, round(x0, 2), round(top, 2), round(x1, 2), round(bottom, 2)): row}``
+    keeps them (keys in the order first met, each with its last row), found with numpy. A
+    coordinate is keyed by its hundredths as an integer: np.rint of x * 100, or Python's
+    round where x * 100 lies within 1e-6 of a half (there the two may round apart)."""
+    import numpy as np
+
+    n = len(rows)
+    if n == 0:
+        return []
+    cols = list(zip(*rows))
+    keys = np.empty((n, 5), dtype=np.int64)
+    keys[:, 0] = np.frombuffer("".join(cols[4]).encode("ascii"), dtype=np.uint8)
+    for j in range(4):
+        x = np.array(cols[j], dtype=np.float64) * 100.0
+        k = np.rint(x)
+        near = np.flatnonzero(np.abs(np.abs(x - np.floor(x)) - 0.5) < 1e-6)
+        for i in near.tolist():
+            k[i] = round(round(cols[j][i], 2) * 100.0)
+        keys[:, j + 1] = k
+    order = np.lexsort(keys.T[::-1])   # stable: within a key, rows in page order
+    ranked = keys[order]
+    starts = np.flatnonzero(np.r_[True, np.any(ranked[1:] != ranked[:-1], axis=1)])
+    ends = np.r_[starts[1:], n] - 1
+    first, last = order[starts], order[ends]
+    return last[np.argsort(first, kind="stable")].tolist()
+
+
+def _edge_dict(row: tuple[float, float, float, float, str]) -> dict[str, Any]:
+    """An edge as pdfplumber's edge dicts (its table finder reads these keys)."""
+    x0, top, x1, bottom, orientation = row
+    return {"x0": x0, "x1": x1, "top": top, "bottom": bottom, "width": x1 - x0, "height": bottom - top,
+            "orientation": orientation, "object_type": "curve_edge"}
