@@ -74,6 +74,9 @@ def build(compiler: str | None = None) -> Path:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    for old in target.parent.glob("pdfium_scan-*.so"):  # builds of earlier sources (0.1 s to make again)
+        if old != target:
+            old.unlink(missing_ok=True)
     return target
 
 
