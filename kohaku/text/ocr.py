@@ -41,6 +41,7 @@ import subprocess
 import time
 import unicodedata
 import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -129,8 +130,13 @@ class OcrPage:
 
 _CID = re.compile(r"\(cid:\d+\)")
 _LEADER = re.compile(r"([.\-_·…=*~ ])\1{2,}")  # dot leaders and rules in a table of contents
+_LEADER_TRIPLES = tuple(c * 3 for c in ".-_·…=*~ ")  # _LEADER matches only where one of these is
 _MOJIBAKE = re.compile("[\u00c2\u00c3][\u0080-\u00bf]|\u00e2\u20ac")  # UTF-8 read as Latin-1: "Ã©", "â€"
 _RUN = re.compile(r"[^\W\d_]+|\d+")  # a run of letters (any script) or of digits
+_LONG_LETTERS = re.compile(r"[^\W\d_]{4,}")  # a run of letters that _letters_ok can turn down
+_LONG_ASCII_LETTERS = re.compile(r"[A-Za-z]{4,}")  # the same in a text whose only letters are ASCII
+_WORD_CHAR = re.compile(r"\w")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _LATIN_VOWELS = set("aeiouyAEIOUYàáâäæèéêëìíîïòóôöøùúûüýÿœÀÁÂÄÆÈÉÊËÌÍÎÏÒÓÔÖØÙÚÛÜÝŒ")
 _CONSONANTS6 = re.compile(r"[b-df-hj-np-tv-xzB-DF-HJ-NP-TV-XZ]{7,}")  # seven consonants in a row
 
@@ -146,12 +152,36 @@ def _printable(ch: str) -> bool:
     return cat[0] in "LNPS" or cat == "Mn"
 
 
+def _in_run(ch: str) -> bool:
+    """Is the character part of a ``_RUN`` match (a letter or digit run)? Those are the word
+    characters but "_"; each belongs to exactly one maximal run."""
+    return ch != "_" and _WORD_CHAR.match(ch) is not None
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _char_kind(ch: str) -> tuple[bool, bool, bool]:
+    """(space, printable, in a run) of one character, as ``layer_stats`` counts it."""
+    return ch.isspace(), _printable(ch), _in_run(ch)
+
+
+def _ascii_bytes(keep: Any) -> bytes:
+    return bytes(b for b in range(128) if keep(chr(b)))
+
+
+# ASCII characters by kind, for counting them in a text's UTF-8 bytes (bytes.translate):
+# built from the same predicates as _char_kind, so the counts are the same
+_ASCII_SPACE = _ascii_bytes(str.isspace)
+_ASCII_PRINTABLE = _ascii_bytes(lambda c: not c.isspace() and _printable(c))
+_ASCII_RUN = _ascii_bytes(_in_run)
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def _letters_ok(run: str) -> bool:
     """Does a run of letters look like text? Other scripts (CJK, Cyrillic, ...) do; a Latin run
     does when it has vowels, no seven consonants in a row, few case flips (rAnDoM) and is not
     mostly accented letters. Words run together by a tight text layer
-    ("Thecurrentissueandfulltext") still pass: that is real text."""
-    if not all(_latin(c) for c in run):
+    ("Thecurrentissueandfulltext") still pass: that is real text. (Cached: words repeat.)"""
+    if not run.isascii() and not all(_latin(c) for c in run):
         return True
     if len(run) <= 3:
         return True
@@ -168,25 +198,53 @@ def _letters_ok(run: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _bad_run(run: str) -> int:
+    """The length of a letter run that does not look like text (``_letters_ok``), else 0."""
+    return 0 if run[0].isdigit() or _letters_ok(run) else len(run)
+
+
 def layer_stats(text: str) -> dict[str, float]:
     """What ``text_layer_usable`` decides on: non-space characters, the printable share and the
     word-like share (characters in digit runs or in letter runs that look like text, over all
     non-space characters; dot leaders and rules left out). pdfminer's "(cid:N)" placeholder counts
     as one unprintable character, and so does each character of a mojibake pair ("Ã©").
-    Known limit: letters shifted by a broken font map ("Wkh txlfn eurzq") still look like text."""
-    n_cid = len(_CID.findall(text))
-    rest = _LEADER.sub(" ", _CID.sub(" ", text))
-    rest = _MOJIBAKE.sub(lambda m: "\ufffd" * len(m.group()), rest)
-    chars = [c for c in rest if not c.isspace()]
-    n = len(chars) + n_cid
+    Known limit: letters shifted by a broken font map ("Wkh txlfn eurzq") still look like text.
+
+    Counted without a Python step per character (it runs on every page): ASCII characters by
+    kind in the text's UTF-8 bytes, the others per distinct character; every character of a
+    letter or digit run is word-like but those of the letter runs ``_letters_ok`` turns down,
+    which are four letters or longer."""
+    if "(cid:" in text:
+        n_cid = len(_CID.findall(text))
+        rest = _CID.sub(" ", text)
+    else:
+        n_cid, rest = 0, text
+    if any(t in rest for t in _LEADER_TRIPLES):
+        rest = _LEADER.sub(" ", rest)
+    if not rest.isascii() and ("\u00c2" in rest or "\u00c3" in rest or "\u00e2" in rest):
+        rest = _MOJIBAKE.sub(lambda m: "\ufffd" * len(m.group()), rest)
+    raw = rest.encode("utf-8", "surrogatepass")  # non-ASCII characters are bytes >= 0x80: in no class
+    size = len(raw)
+    spaces = size - len(raw.translate(None, _ASCII_SPACE))
+    printable = size - len(raw.translate(None, _ASCII_PRINTABLE))
+    in_runs = size - len(raw.translate(None, _ASCII_RUN))
+    other_letters = False  # a non-ASCII character in a run: letter runs need the Unicode pattern
+    if not rest.isascii():
+        for ch, k in Counter(_NON_ASCII.findall(rest)).items():
+            space, prt, run = _char_kind(ch)
+            if space:
+                spaces += k
+            elif prt:
+                printable += k
+            if run:
+                in_runs += k
+                other_letters = True
+    n = len(rest) - spaces + n_cid
     if n == 0:
         return {"chars": 0.0, "printable": 0.0, "wordlike": 0.0}
-    printable = sum(1 for c in chars if _printable(c))
-    good = 0
-    for m in _RUN.finditer(rest):
-        run = m.group()
-        if run[0].isdigit() or _letters_ok(run):
-            good += len(run)
+    long_runs = (_LONG_LETTERS if other_letters else _LONG_ASCII_LETTERS).findall(rest)
+    good = in_runs - sum(map(_bad_run, long_runs))
     return {"chars": float(n), "printable": printable / n, "wordlike": good / n}
 
 

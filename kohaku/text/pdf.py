@@ -23,10 +23,13 @@ Per page:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -83,25 +86,51 @@ class PdfOptions:
     ocr: Any = None
 
 
+@functools.lru_cache(maxsize=4096)  # a document has a few dozen font names; asked once a word
 def _is_bold(fontname: str) -> bool:
     name = (fontname or "").lower()
     return any(k in name for k in ("bold", "black", "heavy", "semibold", ",b", "-b", "cmbx"))
 
 
+_X0 = itemgetter("x0")
+
+
 def _rows_from_words(words: list[dict[str, Any]], tol: float = 2.5) -> list[_Row]:
-    words = sorted(words, key=lambda w: (round(w["top"], 1), w["x0"]))
+    """Words -> rows: sorted by (top to 0.1 pt, x0), a word joins the row above when its top is
+    within ``tol`` of that row's first top; each row's words left to right."""
+    if not isinstance(words, list):
+        words = list(words)
+    tops = [w["top"] for w in words]
+    rounded = {t: round(t, 1) for t in set(tops)}  # the words of a line share a top: round each once
+    keys = list(zip(map(rounded.__getitem__, tops), map(_X0, words)))
+    order = sorted(range(len(words)), key=keys.__getitem__)  # the same comparisons as sorting the words
     rows: list[_Row] = []
-    for w in words:
-        if rows and abs(w["top"] - rows[-1].top) <= tol:
-            r = rows[-1]
-            r.words.append(w)
-            r.bottom = max(r.bottom, w["bottom"])
-            r.x0 = min(r.x0, w["x0"])
-            r.x1 = max(r.x1, w["x1"])
+    ws: list[dict[str, Any]] = []
+    top = bottom = x0 = x1 = 0.0
+    for i in order:
+        w = words[i]
+        if ws and abs(tops[i] - top) <= tol:
+            ws.append(w)
+            # max()/min() keep the first of equals: so do these
+            v = w["bottom"]
+            if v > bottom:
+                bottom = v
+            v = w["x0"]
+            if v < x0:
+                x0 = v
+            v = w["x1"]
+            if v > x1:
+                x1 = v
         else:
-            rows.append(_Row([w], w["top"], w["bottom"], w["x0"], w["x1"]))
+            if ws:
+                rows.append(_Row(ws, top, bottom, x0, x1))
+            ws = [w]
+            top, bottom, x0, x1 = tops[i], w["bottom"], w["x0"], w["x1"]
+    if ws:
+        rows.append(_Row(ws, top, bottom, x0, x1))
     for r in rows:
-        r.words.sort(key=lambda w: w["x0"])
+        if len(r.words) > 1:
+            r.words.sort(key=_X0)
     return rows
 
 
@@ -116,13 +145,20 @@ def _find_gutter(rows: list[_Row], width: float, min_gutter: float) -> tuple[flo
     if span < 200:
         return None
     n = int(span) + 1
-    cover = [0] * n
+    # cover[x]: the words over x (each word adds 1 over its range [a, b)), by prefix sums
+    starts = [0] * (n + 1)
     for r in rows:
         for w in r.words:
-            a = max(0, int(w["x0"] - x_lo))
-            b = min(n, int(w["x1"] - x_lo) + 1)
-            for x in range(a, b):
-                cover[x] += 1
+            a = int(w["x0"] - x_lo)
+            b = int(w["x1"] - x_lo) + 1
+            if a < 0:
+                a = 0
+            if b > n:
+                b = n
+            if a < b:
+                starts[a] += 1
+                starts[b] -= 1
+    cover = list(accumulate(starts))
     lo, hi = int(0.3 * span), int(0.7 * span)
     limit = max(1, int(0.2 * len(rows)))
     best: tuple[int, int] | None = None
@@ -214,21 +250,52 @@ def _reading_order(items: list[Any]) -> list[Any]:
 
 
 def _finish_row(r: _Row) -> None:
-    parts: list[str] = []
-    sizes: Counter[float] = Counter()
-    bold = 0
-    n = 0
-    for w in r.words:
-        parts.append(w["text"])
-        k = len(w["text"])
-        n += k
-        sizes[round(float(w.get("size") or 0.0), 1)] += k
-        if _is_bold(w.get("fontname", "")):
-            bold += k
-    r.text = normalize_line(" ".join(parts))
+    """The row's text, character count, size (the character-weighted mode of its words' sizes
+    to 0.1 pt, the first of equals) and boldness (60 % of its characters in bold fonts)."""
+    ws = r.words
+    if not ws:
+        r.text, r.n_chars, r.size, r.bold = normalize_line(""), 0, 0.0, False
+        return
+    texts = [w["text"] for w in ws]
+    lens = list(map(len, texts))
+    n = sum(lens)
+    raw_sizes = [w.get("size") for w in ws]
+    first = raw_sizes[0]
+    if raw_sizes.count(first) == len(raw_sizes):  # one size (most rows): the mode is it
+        r.size = round(float(first or 0.0), 1)
+    else:
+        sizes: dict[float, int] = {}
+        for k, s in zip(lens, raw_sizes):
+            key = round(float(s or 0.0), 1)
+            sizes[key] = sizes.get(key, 0) + k
+        r.size = max(sizes, key=sizes.__getitem__)  # Counter.most_common(1): the first of equals
+    fonts = [w.get("fontname", "") for w in ws]
+    if fonts.count(fonts[0]) == len(fonts):
+        bold = n if _is_bold(fonts[0]) else 0
+    else:
+        bold = sum(k for k, f in zip(lens, fonts) if _is_bold(f))
+    r.text = _normalize_row(" ".join(texts))
     r.n_chars = n
-    r.size = sizes.most_common(1)[0][0] if sizes else 0.0
     r.bold = n > 0 and bold >= 0.6 * n
+
+
+# normalize_line leaves a row's text as it is when the text has no character that its passes
+# change or match as a space (_NOT_PLAIN: control characters, Unicode spaces, ligatures,
+# soft hyphens and zero-width characters; tests/test_pdf_layout_fast.py checks it covers them
+# against kohaku/text/clean.py), and no double, leading or trailing space, no space before
+# , . ; : ! ? ) ] and none after ( [. Most rows: normalize_line's passes are skipped for them.
+_NOT_PLAIN = re.compile("[\x00-\x1f\x7f-\xa0\xad\u1680\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000"
+                        "\ufb00-\ufb06\ufeff]")
+_SPACE_BESIDE = re.compile(r" [ ,.;:!?)\]]")
+
+
+def _normalize_row(raw: str) -> str:
+    """``normalize_line(raw)``, without its passes when they would change nothing."""
+    if ((raw.isprintable() if raw.isascii() else _NOT_PLAIN.search(raw) is None)
+            and _SPACE_BESIDE.search(raw) is None and "( " not in raw and "[ " not in raw
+            and raw[:1] != " " and raw[-1:] != " "):
+        return raw
+    return normalize_line(raw)
 
 
 def _table_rows(table: Any) -> list[str]:
@@ -259,6 +326,23 @@ def _inside(w: dict[str, Any], bbox: tuple[float, float, float, float]) -> bool:
     return x0 - 1 <= cx <= x1 + 1 and top - 1 <= cy <= bottom + 1
 
 
+def _outside(words: list[dict[str, Any]], tables: list[_Table]) -> list[dict[str, Any]]:
+    """The words not ``_inside`` any of the tables' boxes (``words`` itself when no tables)."""
+    if not tables:
+        return words
+    boxes = [(t.x0 - 1, t.x1 + 1, t.top - 1, t.bottom + 1) for t in tables]  # _inside's bounds
+    out = []
+    for w in words:
+        cx = (w["x0"] + w["x1"]) / 2
+        cy = (w["top"] + w["bottom"]) / 2
+        for x0, x1, top, bottom in boxes:
+            if x0 <= cx <= x1 and top <= cy <= bottom:
+                break
+        else:
+            out.append(w)
+    return out
+
+
 def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = None,
                 stats: Counter | None = None, words: list[dict[str, Any]] | None = None) -> tuple[list[Any], int]:
     tables: list[_Table] = []
@@ -283,7 +367,7 @@ def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = N
         is_chart = set(chart_tables([_box(t) for t in tables], words, opts.figures))  # type: ignore[arg-type]
         candidates = [t for k, t in enumerate(tables) if k in is_chart]
         tables = [t for k, t in enumerate(tables) if k not in is_chart]
-    words = [w for w in words if not any(_inside(w, _box(t)) for t in tables)]
+    words = _outside(words, tables)
     found: list[FigureBox] = []
     if want_figures:
         found = find_page_figures(page, words, [_box(t) for t in tables], opts.figures, stats)  # type: ignore[arg-type]
@@ -302,7 +386,7 @@ def _page_items(page: Any, opts: PdfOptions, figures: list[FigureBox] | None = N
         tables = [t for t in all_tables if id(t) not in charts]
         if stats is not None and charts:
             stats["charts_not_tables"] += len(charts)
-        words = [w for w in words if not any(_inside(w, _box(t)) for t in candidates)]
+        words = _outside(words, candidates)
     rows = _rows_from_words(words)
     gutter = _find_gutter(rows, float(page.width), opts.min_gutter)
     rows = _split_columns(rows, gutter, opts.min_gutter)
