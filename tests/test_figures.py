@@ -202,3 +202,23 @@ def test_figure_options_validate():
     with pytest.raises(ConfigError, match="repeat_pages"):
         build(ParseConfig, {"figures": {"repeat_pages": 1}}, "parse")
     assert build(ParseConfig, {"figures": {"dpi": 72}}, "parse").figures.dpi == 72
+
+
+def _word(text, x0, top, x1, bottom):
+    return {"text": text, "x0": x0, "top": top, "x1": x1, "bottom": bottom}
+
+
+@pytest.mark.parametrize("first", ["Figure", "\u200bFigure", "\ufb01g.", "FİG"])
+def test_a_gridded_table_under_a_figure_caption_is_a_chart(first):
+    """chart_tables skips building lines when no "fig" is in the page's text; a caption whose
+    first word hides it behind an invisible character, a ligature or a dotted capital is still
+    found (the quick test reads the text as the caption line is made)."""
+    from kohaku.text.figures import chart_tables
+
+    table = (100.0, 100.0, 300.0, 200.0)
+    caption = [_word(first, 100, 205, 130, 215), _word("3:", 132, 205, 140, 215), _word("Revenue", 142, 205, 190, 215)]
+    other = (100.0, 400.0, 300.0, 500.0)
+    note = [_word("Table", 100, 505, 130, 515), _word("4:", 132, 505, 140, 515)]
+    assert chart_tables([table, other], caption + note, FigureOptions()) == [0]
+    assert chart_tables([table, other], note, FigureOptions()) == []
+    assert chart_tables([], caption, FigureOptions()) == []

@@ -26,10 +26,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kohaku.text.clean import normalize_line
+from kohaku.text.clean import normalize_chars, normalize_line
 
 _FIGURE_CAPTION = re.compile(r"(?i)^\s*(fig\.?|figure)\s*\d+[a-z]?\s*[:.\-–—]?")
 _TABLE_CAPTION = re.compile(r"(?i)^\s*table\s*\d+[a-z]?\s*[:.\-–—]")
+_FIG = re.compile(r"(?i)fig")   # what every figure caption holds (chart_tables' quick test)
 
 
 @dataclass
@@ -197,6 +198,11 @@ def chart_tables(tables: list[tuple[float, float, float, float]], words: list[di
     plot's axes and grid lines look like a ruled table to it. A table is a chart when the nearest
     caption line within ``caption_gap`` points above or below it is a "Figure n" line, not a
     "Table n" line."""
+    # no "fig" anywhere in the page's text (as a caption line's is made: ligatures expanded,
+    # invisible characters dropped; matched as the caption pattern matches, ignoring case):
+    # no line can be a "Figure n" caption, so no table is a chart (and no lines need building)
+    if not tables or not _FIG.search(normalize_chars(" ".join(w["text"] for w in words))):
+        return []
     lines = _lines(words)
     out = []
     for k, box in enumerate(tables):

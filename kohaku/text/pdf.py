@@ -299,8 +299,10 @@ def _normalize_row(raw: str) -> str:
 
 
 def _table_rows(table: Any) -> list[str]:
+    from kohaku.text.table_cells import extract  # table.extract(), exactly, faster
+
     out = []
-    for row in table.extract() or []:
+    for row in extract(table) or []:
         cells = [normalize_line((c or "").replace("\n", " ")) for c in row]
         if any(cells):
             out.append(" | ".join(cells))
