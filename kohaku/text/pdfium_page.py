@@ -3,8 +3,10 @@ the pdfplumber page that kohaku's layout code reads (kohaku/text/pdf.py).
 
 Why: pdfplumber interprets every content stream in pure Python (pdfminer); on long filings that
 is ~2 pages/s per core, 94 % of it in pdfminer. PDFium reads the same characters, boxes, font
-sizes and page objects in C, so the per-page cost is the Python that turns characters into
-words, which is the part kohaku needs.
+sizes and page objects in C, so the per-page cost is what turns characters into words and
+path segments into edges. Those loops run in C too (kohaku/text/pdfium_scan.c, built by
+kohaku/text/native.py; the Python loops here are the fallback without a compiler and the
+reference tests/test_pdfium_native.py compares the C loops with, page by page).
 
 What the adapter gives (coordinates in points, origin top-left of the media box, as pdfplumber):
 - ``extract_words(...)``: the words pdfplumber's ``extract_words`` gives with kohaku's
@@ -14,8 +16,8 @@ What the adapter gives (coordinates in points, origin top-left of the media box,
   pdfplumber would (size, font or line changes, a gap over 0.15 x the size); rotated text a word
   per character; ligatures expanded (``ﬁ`` -> ``fi``); each with ``size`` and ``fontname``.
 - ``images``: the page's image objects (also inside form XObjects), with their boxes.
-- ``find_tables()``: pdfplumber's own table finder (its TableFinder and Table classes) given
-  the edges of PDFium's path objects (every axis-aligned segment of every subpath, as pdfplumber
+- ``find_tables()``: pdfplumber's table finder (kohaku/text/table_cells.py: its TableFinder's
+  tables, exactly, faster; pdfplumber's Table class) given the edges of PDFium's path objects (every axis-aligned segment of every subpath, as pdfplumber
   makes them of lines, rectangles and curves) and PDFium's characters for the cell text, so no
   page is interpreted by pdfminer for its tables.
 - ``curves`` / ``rects`` / ``lines`` and ``crop(...).to_image(...)``: from the pdfplumber page,
