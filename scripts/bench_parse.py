@@ -6,6 +6,7 @@
     python scripts/bench_parse.py ROOT --save outputs/bench/parse      # keep each engine's blocks
     python scripts/bench_parse.py ROOT --baseline outputs/bench/parse/pdfplumber-w1
     python scripts/bench_parse.py ROOT --ocr tests/data/ocr/*.pdf   # + OCR pages/s per worker
+    python scripts/bench_parse.py ROOT --rounds 3           # ratios per round, and their median
 
 For each engine and worker count it runs kohaku's parse (kohaku.parsing.read_corpus: layout,
 tables, figures) on every PDF of the corpus and prints pages/s and pages/s per worker beside the
@@ -13,7 +14,11 @@ raw text layer's rate (PDFium reading each page's text, nothing else: the floor 
 below), measured before and after in the same run; then the tree each parse gives (sentences,
 short sentences, median paragraph, heading sections, tables, figures, documents lost, pages
 without text). ``--baseline DIR`` compares the blocks with a saved run's (kind, text, page,
-order). Timings on a busy machine are upper bounds: compare within one run (ratios).
+order). With several workers, the raw rate is also read by as many processes at once, and each
+worker's rate is shown beside one such process's ("raw per process"). Timings on a busy
+machine are upper bounds: compare within one run (ratios); with
+``--rounds N`` the raw rate and the parse runs alternate N times, each ratio is taken against
+its own round's raw rate and the median is printed as round 0.
 """
 
 from __future__ import annotations
@@ -60,6 +65,30 @@ def raw_text_rate(paths: list[Path]) -> tuple[int, float]:
     return pages, time.perf_counter() - t0
 
 
+def _raw_pages(paths: list[str]) -> int:
+    return raw_text_rate([Path(p) for p in paths])[0]
+
+
+def raw_text_rate_parallel(paths: list[Path], processes: int) -> tuple[int, float]:
+    """(pages, seconds) to read every page's text with PDFium in ``processes`` processes at once
+    (the files dealt out longest first; the pool started and warmed before the clock starts):
+    what one worker's share of the machine reads when that many read together."""
+    import multiprocessing
+
+    sizes = {p: p.stat().st_size for p in paths}
+    groups: list[list[str]] = [[] for _ in range(processes)]
+    load = [0] * processes
+    for p in sorted(paths, key=lambda p: -sizes[p]):
+        k = load.index(min(load))
+        groups[k].append(str(p))
+        load[k] += sizes[p]
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        pool.map(_raw_pages, [[] for _ in range(processes)])   # started and imported
+        t0 = time.perf_counter()
+        pages = sum(pool.map(_raw_pages, groups))
+        return pages, time.perf_counter() - t0
+
+
 def tree_stats(documents: pl.DataFrame, blocks: pl.DataFrame, figures: pl.DataFrame) -> dict[str, object]:
     nodes = build_tree(documents, blocks, TreeConfig()) if blocks.height else None
     report = corpus_report(nodes) if nodes is not None else {}
@@ -103,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="parse.ocr.mode of the timed runs (off: the text layer's parse alone; --ocr times OCR)")
     parser.add_argument("--save", default="", help="folder to write each run's documents/blocks parquet into")
     parser.add_argument("--baseline", default="", help="a saved run's folder (--save) to compare blocks with")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat raw rate + parse runs; each ratio against its own round's raw rate, "
+                             "the median printed as round 0")
     parser.add_argument("--ocr", nargs="*", default=[], metavar="PDF",
                         help="PDFs whose every page is recognised (parse.ocr.mode=always): OCR pages/s per worker")
     args = parser.parse_args(argv)
@@ -112,35 +144,66 @@ def main(argv: list[str] | None = None) -> int:
     metadata = read_metadata(root / "metadata.csv")
     paths = pdf_paths(root, metadata)
     print(f"{len(paths)} PDFs under {root}; {available_cpus()} cores; load {os.getloadavg()[0]:.1f}")
-    pages, raw_s = raw_text_rate(paths)
     rows = []
     runs: dict[str, tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]] = {}
-    for engine in args.engines:
-        for workers in args.workers:
-            cfg = ParseConfig(engine=engine, workers=workers)
-            cfg.ocr.mode = args.ocr_mode
-            if args.no_figures:
-                cfg.figures.enabled = False
-            t0 = time.perf_counter()
-            documents, blocks, figures = read_corpus(root, metadata, cfg)
-            seconds = time.perf_counter() - t0
-            name = f"{engine}-w{workers}"
-            runs[name] = (documents, blocks, figures)
-            parallel = min(workers, available_cpus())
-            rows.append({"run": name, "pages": pages, "seconds": round(seconds, 1),
-                         "pages/s": round(pages / seconds, 1), "pages/s/worker": round(pages / seconds / parallel, 1)})
-            if args.save:
-                out = Path(args.save) / name
-                out.mkdir(parents=True, exist_ok=True)
-                documents.write_parquet(out / "documents.parquet")
-                blocks.write_parquet(out / "blocks.parquet")
-                figures.drop("image").write_parquet(out / "figures.parquet")
-    pages2, raw_s2 = raw_text_rate(paths)
-    raw_rate = (pages + pages2) / (raw_s + raw_s2)
-    print(f"\nraw text layer (PDFium text only, one process): {pages / raw_s:.1f} pages/s before, "
-          f"{pages2 / raw_s2:.1f} after; mean {raw_rate:.1f}; load now {os.getloadavg()[0]:.1f}\n")
-    table = pl.DataFrame(rows).with_columns(
-        (pl.lit(raw_rate) / pl.col("pages/s/worker")).round(2).alias("raw / kohaku per worker"))
+    # each round: the raw text rate, every parse run, the raw rate again; a run's ratio is taken
+    # against its own round's raw rate (the machine's speed drifts between rounds)
+    raw_rates: list[float] = []
+    for r in range(args.rounds):
+        pages, raw_s = raw_text_rate(paths)
+        round_rows = []
+        for engine in args.engines:
+            for workers in args.workers:
+                cfg = ParseConfig(engine=engine, workers=workers)
+                cfg.ocr.mode = args.ocr_mode
+                if args.no_figures:
+                    cfg.figures.enabled = False
+                t0 = time.perf_counter()
+                documents, blocks, figures = read_corpus(root, metadata, cfg)
+                seconds = time.perf_counter() - t0
+                name = f"{engine}-w{workers}"
+                runs[name] = (documents, blocks, figures)
+                parallel = min(workers, available_cpus())
+                round_rows.append({"run": name, "round": r + 1, "pages": pages, "seconds": round(seconds, 1),
+                                   "pages/s": round(pages / seconds, 1),
+                                   "pages/s/worker": round(pages / seconds / parallel, 1)})
+                if args.save and r == 0:
+                    out = Path(args.save) / name
+                    out.mkdir(parents=True, exist_ok=True)
+                    documents.write_parquet(out / "documents.parquet")
+                    blocks.write_parquet(out / "blocks.parquet")
+                    figures.drop("image").write_parquet(out / "figures.parquet")
+        pages2, raw_s2 = raw_text_rate(paths)
+        raw_rate = (pages + pages2) / (raw_s + raw_s2)
+        raw_rates.append(raw_rate)
+        print(f"\nround {r + 1}: raw text layer (PDFium text only, one process): {pages / raw_s:.1f} pages/s before, "
+              f"{pages2 / raw_s2:.1f} after; mean {raw_rate:.1f}; load now {os.getloadavg()[0]:.1f}")
+        # several workers share the machine: their rate per worker beside the raw rate per
+        # process of as many processes reading at once
+        per_process = {1: raw_rate}
+        for n in sorted({min(w, available_cpus()) for w in args.workers} - {1}):
+            pages_n, seconds_n = raw_text_rate_parallel(paths, n)
+            per_process[n] = pages_n / seconds_n / n
+            print(f"round {r + 1}: raw text layer in {n} processes at once: {pages_n / seconds_n:.1f} pages/s, "
+                  f"{per_process[n]:.1f} per process")
+        for row in round_rows:
+            n = int(row["run"].rsplit("-w", 1)[1])
+            n = min(n, available_cpus())
+            row["raw pages/s"] = round(raw_rate, 1)
+            row["raw / kohaku per worker"] = round(raw_rate / row["pages/s/worker"], 2)
+            row["raw per process"] = round(per_process[n], 1)
+            row["raw per process / kohaku per worker"] = round(per_process[n] / row["pages/s/worker"], 2)
+        rows.extend(round_rows)
+    table = pl.DataFrame(rows)
+    if args.rounds > 1:
+        table = pl.concat([table, table.group_by("run", maintain_order=True).agg(
+            pl.lit(0).alias("round"), pl.col("pages").first(), pl.col("seconds").median(),
+            pl.col("pages/s").median(), pl.col("pages/s/worker").median(), pl.col("raw pages/s").median(),
+            pl.col("raw / kohaku per worker").median(), pl.col("raw per process").median(),
+            pl.col("raw per process / kohaku per worker").median(),
+        ).with_columns(pl.col("round").cast(table["round"].dtype))])
+        print("\n(round 0: the median over the rounds)")
+    raw_s = pages / (sum(raw_rates) / len(raw_rates))   # for the OCR line: the text layer's mean rate
     with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=200, fmt_str_lengths=80):
         print(table)
         stats = []

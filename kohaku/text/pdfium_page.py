@@ -284,6 +284,9 @@ class PdfiumPage:
         # the same edge drawn twice (two adjacent cells' rectangles share a side) is one edge
         # to the finder: its merge step would join them anyway
         rows = self._edge_rows()
+        hs = sum(1 for r in rows if r[4] == "h")
+        if hs < 2 or len(rows) - hs < 2:  # too few edges even before the twice-drawn ones go
+            return []
         unique = _unique_edges(rows)
         hs = sum(1 for k in unique if rows[k][4] == "h")
         if hs < 2 or len(unique) - hs < 2:
@@ -459,37 +462,32 @@ class _Words:
                              api.addr_origin, api.addr_size, api.addr_matrix, api.addr_font,
                              objs.ctypes.data, boxes.ctypes.data, origins.ctypes.data, sizes.ctypes.data,
                              matrices.ctypes.data, has_matrix.ctypes.data, font_handles.ctypes.data)
-        # each text object's font from its first end met (the order the Python loop meets
-        # them in: a font name is read once per font), then per word through the object's index
+        # each text object's figures from its first end met (the one the Python loop reads),
+        # objects with bit-identical figures (size, font, matrix: one object per word on many
+        # pages) made into one font tuple, then each word's ends through their object's tuple
         handles, first_at, which = np.unique(objs, return_index=True, return_inverse=True)
-        order = np.argsort(first_at, kind="stable")
-        by_obj, by_font = self.by_obj, self.by_font
-        fonts: list[Any] = [None] * len(handles)
-        seen: dict[tuple[Any, ...], tuple[float, bool, str, bool]] = {}
-        for u, j, h, sz, mat, has, font in zip(order.tolist(), first_at[order].tolist(), handles[order].tolist(),
-                                                sizes[first_at[order]].tolist(),
-                                                matrices.reshape(2 * n, 4)[first_at[order]].tolist(),
-                                                has_matrix[first_at[order]].tolist(),
-                                                font_handles[first_at[order]].tolist()):
-            key = h or None   # NULL as ctypes gives it: None
-            if key not in by_obj:
-                # objects alike in size, matrix and font (one per word on many pages) share the tuple
-                figures = (sz, font, has, *mat)
-                got = seen.get(figures)
-                if got is None:
-                    got = seen[figures] = _font_tuple(api, sz, mat if has else None, font or None, by_font)
-                by_obj[key] = got
-            fonts[u] = by_obj[key]
+        figures = np.empty((len(handles), 7), dtype=np.int64)
+        figures[:, 0] = sizes[first_at].view(np.int64)
+        figures[:, 1] = font_handles[first_at].view(np.int64)
+        figures[:, 2] = has_matrix[first_at]
+        figures[:, 3:] = matrices.reshape(2 * n, 4)[first_at].view(np.int32)
+        rows = figures.view(np.dtype((np.void, figures.shape[1] * 8))).ravel()   # a row as one value
+        _, font_first, font_of_obj = np.unique(rows, return_index=True, return_inverse=True)
+        by_font = self.by_font
+        fonts: list[tuple[float, bool, str, bool]] = []
+        for j in first_at[font_first].tolist():
+            fonts.append(_font_tuple(api, float(sizes[j]), matrices[4 * j: 4 * j + 4].tolist() if has_matrix[j] else None,
+                                     int(font_handles[j]) or None, by_font))
         # fonts alike in size, direction and name are one class: a word whose two ends are in
         # one class keeps its font
         classes: dict[tuple[Any, ...], int] = {}
         cls = np.array([classes.setdefault(f[:3], len(classes)) for f in fonts], dtype=np.int64)
-        which = which.reshape(-1)
-        ua, ub = which[0::2], which[1::2]
+        font_of_end = font_of_obj.reshape(-1)[which.reshape(-1)]
+        ua, ub = font_of_end[0::2], font_of_end[1::2]
         size = np.array([f[0] for f in fonts], dtype=np.float64)[ua]
         upright = np.array([f[1] for f in fonts], dtype=bool)[ua]
         same = cls[ua] == cls[ub]
-        names = [fonts[u][2] for u in ua.tolist()]
+        names = np.array([f[2] for f in fonts], dtype=object)[ua].tolist()
         box = boxes.reshape(n, 8).astype(np.float64)
         right, bot, right_b, bot_b = box[:, 2], box[:, 3], box[:, 6], box[:, 7]
         ok = same & (np.abs(bot - bot_b) < 0.5 * size + 0.5) & (right_b > origins)
@@ -503,6 +501,9 @@ class _Words:
         if ok.all():
             self.out.extend(fast)
             return
+        # the objects' fonts for the words measured one by one
+        self.by_obj.update(zip([h or None for h in handles.tolist()],
+                               [fonts[k] for k in font_of_obj.reshape(-1).tolist()]))
         done = 0
         for k in np.flatnonzero(~ok).tolist():
             self.out.extend(fast[done:k])
