@@ -143,17 +143,17 @@ def test_layer_stats_on_each_character_alone_and_in_words():
 # --- normalize_line's fast path ----------------------------------------------------------------
 
 def test_not_plain_covers_what_normalize_line_changes():
-    """Each character that normalize_line replaces, drops, strips or matches as a space is in
-    pdf._NOT_PLAIN (a change to kohaku/text/clean.py that adds one fails here)."""
+    """Each character that normalize_line's passes replace, drop, strip or match as a space is in
+    clean._NOT_PLAIN (a change to kohaku/text/clean.py that adds one fails here)."""
     special = set(clean._LIGATURES) | {chr(c) for c in clean._INVISIBLE}
     for cp in range(sys.maxunicode + 1):
         ch = chr(cp)
         if ch == " ":
             continue
         risky = (ch in special or ch.isspace() or re.match(r"\s", ch) is not None
-                 or clean._SPACES.match(ch) is not None or normalize_line("a" + ch + "b") != "a" + ch + "b")
+                 or clean._SPACES.match(ch) is not None or clean._normalize_passes("a" + ch + "b") != "a" + ch + "b")
         if risky:
-            assert pdf_mod._NOT_PLAIN.match(ch) is not None, hex(cp)
+            assert clean._NOT_PLAIN.match(ch) is not None, hex(cp)
 
 
 _ROW_PIECE = st.sampled_from([" ", "  ", ",", ".", ";", ":", "!", "?", "(", ")", "[", "]", "%", "a", "Net", "sales",
@@ -167,23 +167,23 @@ _ROW_TEXT = (st.lists(st.one_of(_ROW_PIECE, _ROW_PIECE, _ROW_PIECE, st.text(max_
 
 @MANY
 @given(_ROW_TEXT)
-def test_normalize_row_is_normalize_line(raw):
-    assert pdf_mod._normalize_row(raw) == normalize_line(raw)
+def test_normalize_line_is_its_passes(raw):
+    assert normalize_line(raw) == clean._normalize_passes(raw)
 
 
 @pytest.mark.parametrize("raw", ["", " ", "a", "Net sales", "( a", "a ( b", "[ b", "a )", "a ]", "a ,", "a .", "a ;",
                                  "a :", "a !", "a ?", "x  y", " a", "a ", "a\tb", "a\nb", "\ufb01nance", "a\u00adb",
                                  "a\u00a0b", "a\u2009b", "a\u200bb", "a\ufeff", "a\x85b", "Net sales ’23 — 1.5 %",
                                  "(a) [b] 1.5, 2; x: y! z? 3%", "a . b", "e.g. ,", "(1,234)"])
-def test_normalize_row_cases(raw):
-    assert pdf_mod._normalize_row(raw) == normalize_line(raw)
+def test_normalize_line_cases(raw):
+    assert normalize_line(raw) == clean._normalize_passes(raw)
 
 
 @MANY
 @given(st.lists(st.text(max_size=6), max_size=10))
-def test_normalize_row_of_joined_words(texts):
+def test_normalize_line_of_joined_words(texts):
     raw = " ".join(texts)
-    assert pdf_mod._normalize_row(raw) == normalize_line(raw)
+    assert normalize_line(raw) == clean._normalize_passes(raw)
 
 
 # --- reference: the layout helpers as they were -----------------------------------------------
@@ -269,8 +269,15 @@ def _ref_finish_row(r: pdf_mod._Row) -> None:
     r.bold = n > 0 and bold >= 0.6 * n
 
 
+def _ref_inside(w: dict[str, Any], bbox: tuple[float, float, float, float]) -> bool:
+    x0, top, x1, bottom = bbox
+    cx = (w["x0"] + w["x1"]) / 2
+    cy = (w["top"] + w["bottom"]) / 2
+    return x0 - 1 <= cx <= x1 + 1 and top - 1 <= cy <= bottom + 1
+
+
 def _ref_outside(words: list[dict[str, Any]], tables: list[pdf_mod._Table]) -> list[dict[str, Any]]:
-    return [w for w in words if not any(pdf_mod._inside(w, pdf_mod._box(t)) for t in tables)]
+    return [w for w in words if not any(_ref_inside(w, pdf_mod._box(t)) for t in tables)]
 
 
 def _row_state(r: pdf_mod._Row) -> tuple:
@@ -368,7 +375,7 @@ def test_words_outside_tables_same_as_the_reference(words, boxes):
 
 @st.composite
 def _words_and_edge_boxes(draw) -> tuple[list[dict[str, Any]], list[pdf_mod._Table]]:
-    """Words and table boxes whose edges lie 1 pt (``_inside``'s margin) from a word's centre, or
+    """Words and table boxes whose edges lie 1 pt (the reference's margin) from a word's centre, or
     a hair either side of that."""
     words = draw(_page_words())
     tables = []

@@ -49,8 +49,27 @@ def leading_indent(raw: str) -> int:
     return n
 
 
+# A line is left as it is by normalize_line's passes when it has no character they change or
+# match as a space (_NOT_PLAIN: control characters, Unicode spaces, ligatures, soft hyphens and
+# zero-width characters; tests/test_pdf_layout_fast.py checks it covers them, code point by code
+# point), and no double, leading or trailing space, no space before , . ; : ! ? ) ] and none
+# after ( [. Most lines of a PDF are: normalize_line returns them without running the passes.
+_NOT_PLAIN = re.compile("[\x00-\x1f\x7f-\xa0\xad\u1680\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000"
+                        "\ufb00-\ufb06\ufeff]")
+_SPACE_BESIDE = re.compile(r" [ ,.;:!?)\]]")
+
+
 def normalize_line(raw: str) -> str:
     """One raw line -> single-spaced text without stray spaces before punctuation."""
+    if ((raw.isprintable() if raw.isascii() else _NOT_PLAIN.search(raw) is None)
+            and _SPACE_BESIDE.search(raw) is None and "( " not in raw and "[ " not in raw
+            and raw[:1] != " " and raw[-1:] != " "):
+        return raw
+    return _normalize_passes(raw)
+
+
+def _normalize_passes(raw: str) -> str:
+    """normalize_line's passes: characters, spaces, spaces beside punctuation and brackets."""
     text = normalize_chars(raw)
     text = _SPACES.sub(" ", text).strip()
     if not text:

@@ -274,28 +274,9 @@ def _finish_row(r: _Row) -> None:
         bold = n if _is_bold(fonts[0]) else 0
     else:
         bold = sum(k for k, f in zip(lens, fonts) if _is_bold(f))
-    r.text = _normalize_row(" ".join(texts))
+    r.text = normalize_line(" ".join(texts))
     r.n_chars = n
     r.bold = n > 0 and bold >= 0.6 * n
-
-
-# normalize_line leaves a row's text as it is when the text has no character that its passes
-# change or match as a space (_NOT_PLAIN: control characters, Unicode spaces, ligatures,
-# soft hyphens and zero-width characters; tests/test_pdf_layout_fast.py checks it covers them
-# against kohaku/text/clean.py), and no double, leading or trailing space, no space before
-# , . ; : ! ? ) ] and none after ( [. Most rows: normalize_line's passes are skipped for them.
-_NOT_PLAIN = re.compile("[\x00-\x1f\x7f-\xa0\xad\u1680\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000"
-                        "\ufb00-\ufb06\ufeff]")
-_SPACE_BESIDE = re.compile(r" [ ,.;:!?)\]]")
-
-
-def _normalize_row(raw: str) -> str:
-    """``normalize_line(raw)``, without its passes when they would change nothing."""
-    if ((raw.isprintable() if raw.isascii() else _NOT_PLAIN.search(raw) is None)
-            and _SPACE_BESIDE.search(raw) is None and "( " not in raw and "[ " not in raw
-            and raw[:1] != " " and raw[-1:] != " "):
-        return raw
-    return normalize_line(raw)
 
 
 def _table_rows(table: Any) -> list[str]:
@@ -321,18 +302,12 @@ def _overlap_share(a: tuple[float, float, float, float], b: tuple[float, float, 
     return max(0.0, w) * max(0.0, h) / area if area > 0 else 0.0
 
 
-def _inside(w: dict[str, Any], bbox: tuple[float, float, float, float]) -> bool:
-    x0, top, x1, bottom = bbox
-    cx = (w["x0"] + w["x1"]) / 2
-    cy = (w["top"] + w["bottom"]) / 2
-    return x0 - 1 <= cx <= x1 + 1 and top - 1 <= cy <= bottom + 1
-
-
 def _outside(words: list[dict[str, Any]], tables: list[_Table]) -> list[dict[str, Any]]:
-    """The words not ``_inside`` any of the tables' boxes (``words`` itself when no tables)."""
+    """The words whose centre is not in any of the tables' boxes widened by 1 pt (``words``
+    itself when no tables)."""
     if not tables:
         return words
-    boxes = [(t.x0 - 1, t.x1 + 1, t.top - 1, t.bottom + 1) for t in tables]  # _inside's bounds
+    boxes = [(t.x0 - 1, t.x1 + 1, t.top - 1, t.bottom + 1) for t in tables]
     out = []
     for w in words:
         cx = (w["x0"] + w["x1"]) / 2
