@@ -91,7 +91,6 @@ class PdfiumPage:
         self.height = float(top - bottom)
         self.bbox = (0.0, 0.0, self.width, self.height)
         self._plumber: Any = None
-        self._items: list[tuple[Any, ...]] | None = None
 
     # ---------------------------------------------------------------- text
 
@@ -122,10 +121,13 @@ class PdfiumPage:
                       x_tolerance_ratio: float | None = None, x_tolerance: float = 3.0, **_: Any) -> list[dict[str, Any]]:
         """Words as pdfplumber's ``extract_words`` gives them with kohaku's settings (see the
         module docstring); ``extra_attrs`` size and fontname are always filled."""
-        if self._items is None:
-            self._items = self.word_items()
         return [{"text": w[0], "x0": w[1], "top": w[2], "x1": w[3], "bottom": w[4], "upright": w[7],
-                 "size": w[5], "fontname": w[6]} for w in self._items]
+                 "size": w[5], "fontname": w[6]} for w in self._words]
+
+    @cached_property
+    def _words(self) -> list[tuple[Any, ...]]:
+        """``word_items()``, read once a page (the layout and the table cells both use them)."""
+        return self.word_items()
 
     # --------------------------------------------------------------- objects
 
@@ -284,12 +286,10 @@ class PdfiumPage:
         # the same edge drawn twice (two adjacent cells' rectangles share a side) is one edge
         # to the finder: its merge step would join them anyway
         rows = self._edge_rows()
-        hs = sum(1 for r in rows if r[4] == "h")
-        if hs < 2 or len(rows) - hs < 2:  # too few edges even before the twice-drawn ones go
+        if not _ruled([r[4] for r in rows]):  # too few edges even before the twice-drawn ones go
             return []
         unique = _unique_edges(rows)
-        hs = sum(1 for k in unique if rows[k][4] == "h")
-        if hs < 2 or len(unique) - hs < 2:
+        if not _ruled([rows[k][4] for k in unique]):
             return []
         edges = [_edge_dict(rows[k]) for k in unique]
         self.stats["table_pages"] = self.stats.get("table_pages", 0) + 1
@@ -306,11 +306,9 @@ class PdfiumPage:
         return [_char_dict(c) for c in self._char_items()]
 
     def _char_items(self) -> list[tuple[Any, ...]]:
-        if self._items is None:
-            self._items = self.word_items()
         out: list[tuple[Any, ...]] = []
         prev = None
-        for w in self._items:
+        for w in self._words:
             if prev is not None and w[7] and prev[7] and abs(prev[4] - w[4]) < 1 and prev[3] <= w[1]:
                 out.append((" ", prev[3], w[2], w[1], w[4], w[5], w[6], True))
             out.append(w)
@@ -408,37 +406,8 @@ class _Words:
         return _clean_word(self.api, self.tp, start, word) if _SPECIAL.search(word) else word
 
     def _read_python(self, runs: list[tuple[int, int, str]], words: list[str]) -> None:
-        api, tp, left, top = self.api, self.tp, self.left, self.top
-        get_box, get_obj, get_origin = api.box, api.obj, api.origin
-        box, box_at = self.box, self.box_at
-        ox, ox_at, oy_at = self.ox, ctypes.addressof(self.ox), ctypes.addressof(self.oy)
-        by_obj, font_of, append = self.by_obj, self.font, self.out.append
+        """Every word through ``general`` (the reference the C path is tested against)."""
         for (a, end, raw), word in zip(runs, words):
-            b = end - 1
-            # the common case inline (an upright word whose ends share font, size and line):
-            # the first character's object, loose box and origin, the last one's object and box
-            obj = get_obj(tp, a)
-            font = font_of(obj, a)
-            size = font[0]
-            if font[1]:
-                get_box(tp, a, box_at)
-                bot, right = box.bottom, box.right
-                get_origin(tp, a, ox_at, oy_at)
-                x0 = ox.value
-                if b == a:
-                    bottom = top - bot
-                    append((word, x0 - left, bottom - size, right - left, bottom, size, font[2], True))
-                    continue
-                obj_b = get_obj(tp, b)
-                font_b = font if obj_b == obj else by_obj.get(obj_b)
-                if font_b is not None and (font_b is font or font_b[:3] == font[:3]):
-                    get_box(tp, b, box_at)
-                    bot_b, right_b = box.bottom, box.right
-                    if abs(bot - bot_b) < 0.5 * size + 0.5 and right_b > x0 and len(word) == end - a:
-                        bottom = top - min(bot, bot_b)
-                        append((word, x0 - left, bottom - size, max(right, right_b) - left, bottom, size,
-                                font[2], True))
-                        continue
             self.general(a, end, raw, word)
 
     def _read_native(self, lib: Any, first: Any, end: Any, raw: list[str], words: list[str], special: bool) -> None:
@@ -751,6 +720,12 @@ def _add_edge(out: list[tuple[float, float, float, float, str]], p0: tuple[float
         out.append((x0, min(y0, y1), x0, max(y0, y1), "v"))
     elif abs(y0 - y1) < 1e-6 and abs(x0 - x1) >= 1e-6:
         out.append((min(x0, x1), y0, max(x0, x1), y0, "h"))
+
+
+def _ruled(orientations: list[str]) -> bool:
+    """Two horizontal and two vertical edges at least: the fewest a ruled table is made of."""
+    horizontal = orientations.count("h")
+    return horizontal >= 2 and len(orientations) - horizontal >= 2
 
 
 def _unique_edges(rows: list[tuple[float, float, float, float, str]]) -> list[int]:
