@@ -139,14 +139,22 @@ def test_centre_on_a_cell_edge() -> None:
     assert same(chars, cells) == [["", "a"], ["", "b"]]
 
 
-def test_not_a_number() -> None:
+def test_not_a_number(monkeypatch) -> None:
     nan = float("nan")
     cells = grid([10, 100, 200], [5, 40])
     # a char whose centre is NaN is in no cell
     chars = [char("a", nan, 10, 30, 20), char("b", 12, 10, 30, 20), char("c", 110, nan, 130, 20)]
     assert same(chars, cells) == [["b", ""]]
-    # a cell with a NaN corner: the table goes to pdfplumber
-    assert same(chars, [*cells, (nan, 5, 300, 40)]) == [["b", "", ""]]
+    # a cell with a NaN corner: the table goes to pdfplumber. What pdfplumber then gives is not
+    # fixed: it sorts a set holding the NaN, and a NaN's hash is its id (Python 3.10+), so the
+    # columns come out in another order from one process to the next (a literal here failed
+    # 8 runs in 40). Pinned instead: equal to pdfplumber's (same()) and made by pdfplumber.
+    with_nan = [*cells, (nan, 5, 300, 40)]
+    got = same(chars, with_nan)
+    assert len(got) == 1 and len(got[0]) == 3
+    monkeypatch.setattr(Table, "extract", lambda self, **kwargs: [["pdfplumber's"]])
+    assert extract(Table(View(chars), with_nan)) == [["pdfplumber's"]]
+    assert extract(Table(View(chars), cells)) == [["b", ""]]   # a table without NaN is not handed over
 
 
 def test_not_upright_and_other_arguments_go_to_pdfplumber() -> None:
