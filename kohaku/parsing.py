@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from kohaku.config import ConfigError, available_cpus, not_keyed
 from kohaku.corpus import CorpusConfig, read_metadata
+from kohaku.text.clean import valid_text
 from kohaku.text.figures import FigureBox, FigureOptions, png_bytes, png_size, sha256
 from kohaku.text.ocr import OcrOptions, OcrUnavailable, engine_identity
 
@@ -537,8 +538,8 @@ def read_corpus(
     results = _run_jobs(jobs, counts, cfg, cfg.n_workers)
 
     doc_rows: list[dict[str, Any]] = []
-    block_rows: list[dict[str, Any]] = []
-    figure_rows: list[dict[str, Any]] = []
+    block_tables: list[pl.DataFrame] = []    # one a document, each checked on its own
+    figure_tables: list[pl.DataFrame] = []
     images = image_files(root) if cfg.figures.enabled else {}
     caption_warnings: list[str] = []
     captions = image_captions(root, caption_warnings) if images else {}
@@ -553,13 +554,16 @@ def read_corpus(
         if not hits and doc_id in images:  # a document given only as its figures
             warnings = list(caption_warnings)
             rows = _image_rows(doc_id, images[doc_id], root, captions, 1, -1, warnings)
-            figure_rows.extend(rows)
             row.update(source=f"{IMAGE_DIR}/{doc_id}", format="images", warnings=warnings)
-            if rows:
-                row["status"] = "warning" if warnings else "ok"
-            else:
+            if not rows:
                 row["error"] = f"no readable image in {IMAGE_DIR}/{doc_id}"
-            doc_rows.append(row)
+            else:
+                try:
+                    figure_tables.append(document_table(rows, FIGURES_SCHEMA, "figure"))
+                    row["status"] = "warning" if warnings else "ok"
+                except BadValue as exc:
+                    row["error"] = str(exc)
+            doc_rows.append(_valid_row(row))
             continue
         if not hits:
             looked = ", ".join(
@@ -568,7 +572,7 @@ def read_corpus(
             )
             row["error"] = (f"no document file found (looked for {looked}); add the file or remove "
                             "the metadata row")
-            doc_rows.append(row)
+            doc_rows.append(_valid_row(row))
             continue
         fmt, path = hits[0]
         res = results[doc_id]
@@ -586,31 +590,64 @@ def read_corpus(
             if doc_id in images:  # image files of the document: after its text
                 doc_figures += _image_rows(doc_id, images[doc_id], root, captions, len(doc_figures) + 1,
                                            len(blocks) - 1, warnings)
-            figure_rows.extend(doc_figures)
-            for i, b in enumerate(blocks):
-                block_rows.append({
-                    "doc_id": doc_id, "page": int(b.get("page") or 1), "order": i,
-                    "kind": b.get("kind") or "text", "text": b["text"],
-                    "font_size": None if b.get("font_size") is None else float(b["font_size"]),
-                    "level": None if b.get("level") is None else int(b["level"]),
-                    "source": b.get("source") or "text",
-                    "confidence": b.get("confidence"),
-                })
-            row["n_blocks"] = len(blocks)
+            block_rows = [{
+                "doc_id": doc_id, "page": b.get("page") or 1, "order": i, "kind": b.get("kind") or "text",
+                "text": b["text"], "font_size": b.get("font_size"), "level": b.get("level"),
+                "source": b.get("source") or "text", "confidence": b.get("confidence"),
+            } for i, b in enumerate(blocks)]
             if not blocks:
                 row["error"] = "no text extracted"
             else:
-                row["status"] = "warning" if warnings else "ok"
+                # a value the table cannot hold (text UTF-8 cannot encode, a page that is no
+                # number) fails this document alone, named; the rest of the corpus is kept
+                try:
+                    tables = (document_table(block_rows, BLOCKS_SCHEMA, "block"),
+                              document_table(doc_figures, FIGURES_SCHEMA, "figure"))
+                except BadValue as exc:
+                    row["error"] = f"{exc}; the document is left out, the rest of the corpus is parsed"
+                else:
+                    block_tables.append(tables[0])
+                    figure_tables.append(tables[1])
+                    row["n_blocks"] = len(blocks)
+                    row["status"] = "warning" if warnings else "ok"
         row["warnings"] = warnings
-        doc_rows.append(row)
+        doc_rows.append(_valid_row(row))
     for doc_id in sorted(set(images) - set(ids)):
         doc_rows.append(_orphan_row(doc_id, f"{IMAGE_DIR}/{doc_id}", "images", "image folder"))
     for doc_id, path in find_orphans(root, set(ids), cfg):
         doc_rows.append(_orphan_row(doc_id, _rel(path, root), path.suffix.lstrip("."), "file"))
     documents = pl.DataFrame(doc_rows, schema=DOCUMENTS_SCHEMA).sort("doc_id")
-    blocks = pl.DataFrame(block_rows, schema=BLOCKS_SCHEMA).sort(["doc_id", "order"])
-    figures = pl.DataFrame(figure_rows, schema=FIGURES_SCHEMA).sort(["doc_id", "figure"])
+    blocks = pl.concat([pl.DataFrame(schema=BLOCKS_SCHEMA), *block_tables]).sort(["doc_id", "order"])
+    figures = pl.concat([pl.DataFrame(schema=FIGURES_SCHEMA), *figure_tables]).sort(["doc_id", "figure"])
     return documents, blocks, figures
+
+
+class BadValue(ValueError):
+    """A document's row holds a value its table cannot take."""
+
+
+def document_table(rows: list[dict[str, Any]], schema: dict[str, Any], what: str) -> pl.DataFrame:
+    """One document's rows as a table of ``schema``; BadValue naming the first row, its page
+    and column that the table refuses (and why) when one does."""
+    try:
+        return pl.DataFrame(rows, schema=schema)
+    except Exception as exc:
+        for k, r in enumerate(rows):
+            for column in schema:
+                try:
+                    pl.DataFrame([{column: r.get(column)}], schema={column: schema[column]})
+                except Exception as cell:
+                    page = f" (page {r['page']})" if "page" in r else ""
+                    raise BadValue(f"{what} {k}{page}, column {column}: {type(cell).__name__}: "
+                                   f"{valid_text(str(cell))[:200]}") from exc
+        raise BadValue(f"{what} rows: {type(exc).__name__}: {valid_text(str(exc))[:200]}") from exc
+
+
+def _valid_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A documents row whose texts (metadata, errors, warnings that quote a document) UTF-8 can
+    encode."""
+    return {k: valid_text(v) if isinstance(v, str) else [valid_text(w) for w in v] if isinstance(v, list) else v
+            for k, v in row.items()}
 
 
 def _orphan_row(doc_id: str, source: str, fmt: str, what: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from kohaku.text.pdf import PdfOptions, read_pdf
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = sorted([*(ROOT / "tests/data/real_pdfs").glob("*.pdf"), *(ROOT / "tests/data/ocr").glob("*.pdf"),
+               ROOT / "tests/data/astral/astral.pdf",
                ROOT / "data/sample/chen2024.pdf", ROOT / "data/sample/pdfs/okafor2023.pdf"])
 
 needs_cc = pytest.mark.skipif(native.library() is None, reason="no C compiler: the compiled loops are not built")

@@ -30,12 +30,25 @@ _NUMBER_TOKEN = re.compile(
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 
 
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def normalize_chars(text: str) -> str:
-    """Replace ligatures, drop soft hyphens and zero-width characters."""
+    """Replace ligatures, drop soft hyphens and zero-width characters; a surrogate pair left as
+    two code points becomes the character it encodes and a lone surrogate U+FFFD, so the text
+    is always valid UTF-8."""
     for lig, repl in _LIGATURES.items():
         if lig in text:
             text = text.replace(lig, repl)
+    if SURROGATES.search(text) is not None:
+        text = valid_text(text)
     return text.translate(_INVISIBLE)
+
+
+def valid_text(text: str) -> str:
+    """``text`` as UTF-8 and Parquet take it: surrogate pairs joined into the characters they
+    encode, lone surrogates (a broken text layer, a JSON escape of half a pair) made U+FFFD."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def leading_indent(raw: str) -> int:
@@ -52,10 +65,10 @@ def leading_indent(raw: str) -> int:
 # A line is left as it is by normalize_line's passes when it has no character they change or
 # match as a space (_NOT_PLAIN: control characters, Unicode spaces, ligatures, soft hyphens and
 # zero-width characters; tests/test_pdf_layout_fast.py checks it covers them, code point by code
-# point), and no double, leading or trailing space, no space before , . ; : ! ? ) ] and none
+# point; surrogates), and no double, leading or trailing space, no space before , . ; : ! ? ) ] and none
 # after ( [. Most lines of a PDF are: normalize_line returns them without running the passes.
 _NOT_PLAIN = re.compile("[\x00-\x1f\x7f-\xa0\xad\u1680\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000"
-                        "\ufb00-\ufb06\ufeff]")
+                        "\ud800-\udfff\ufb00-\ufb06\ufeff]")
 _SPACE_BESIDE = re.compile(r" [ ,.;:!?)\]]")
 
 

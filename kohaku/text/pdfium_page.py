@@ -35,6 +35,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kohaku.text import native
+from kohaku.text.clean import SURROGATES, valid_text
 
 LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
              "\ufb05": "st", "\ufb06": "st"}
@@ -110,9 +111,16 @@ class PdfiumPage:
                 return []
             buf = (ctypes.c_ushort * (n + 1))()
             api.text(tp, 0, n, ctypes.addressof(buf))
-            text = bytes(buf)[: 2 * n].decode("utf-16-le", errors="replace")
-            if len(text) != n:  # a character outside the BMP: ask one by one
-                text = "".join(chr(api.unicode(tp, i)) for i in range(n))
+            units = bytes(buf)[: 2 * n]
+            text = units.decode("utf-16-le", errors="surrogatepass")
+            if len(text) != n or SURROGATES.search(text) is not None:
+                # a character outside the BMP is two of PDFium's characters (a surrogate pair,
+                # UTF-16 code units; in a right-to-left run low half first): read one Python
+                # character per code unit so the indices stay PDFium's; the words join each
+                # pair (_join_pairs) when they are done
+                import numpy as np
+
+                text = "".join(map(chr, np.frombuffer(units, dtype="<u2").tolist()))
             return _Words(api, tp, self._left, self._top).read(text)
         finally:
             textpage.close()
@@ -389,10 +397,14 @@ class _Words:
         return font
 
     def read(self, text: str) -> list[tuple[Any, ...]]:
+        """The words of ``text``, the page's characters one per PDFium index (a character
+        outside the BMP as its two surrogate halves, joined in the words returned)."""
         special = _SPECIAL.search(text) is not None
         lib = native.library()
         spans = _word_spans(text) if lib is not None else None
-        if spans is None:
+        if _RTL.search(text) is not None:
+            self.read_visual(text)
+        elif spans is None:
             runs = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
             words = [self.clean(a, w) if special else w for a, _, w in runs]
             self._read_python(runs, words)
@@ -400,6 +412,8 @@ class _Words:
             raw = _WORD.findall(text)
             words = [self.clean(a, w) for a, w in zip(spans[0].tolist(), raw)] if special else raw
             self._read_native(lib, spans[0], spans[1], raw, words, special)
+        if SURROGATES.search(text):
+            self.out = [(_join_pairs(w[0]), *w[1:]) if SURROGATES.search(w[0]) else w for w in self.out]
         return self.out
 
     def clean(self, start: int, word: str) -> str:
@@ -515,9 +529,12 @@ class _Words:
             # rotated text (a margin note, an axis title): a word per character, as
             # pdfplumber's extraction gives it, so it does not stretch a row of the page
             text_k = word if len(word) == b - a + 1 else raw
-            for k in range(b - a + 1):
+            k = 0
+            while k <= b - a:
                 c = first if k == 0 else measure(a + k)
-                emit(LIGATURES.get(text_k[k], text_k[k]), c, c)
+                step = 2 if _is_pair(text_k, k) else 1   # a surrogate pair is one character
+                emit(LIGATURES.get(text_k[k], text_k[k: k + step]), c, c)
+                k += step
             return
         last = measure(b)
         if (first[4:] == last[4:] and abs(first[3] - last[3]) < 0.5 * first[4] + 0.5
@@ -527,6 +544,29 @@ class _Words:
         # the run changes font, size or line inside (a superscript, a word broken over two
         # lines): measured character by character, split where pdfplumber would
         _split_word(raw, a, measure, emit, word if len(word) == b - a + 1 else None)
+
+    def read_visual(self, text: str) -> None:
+        """Every character measured, each line's taken left to right and split where pdfplumber
+        splits: for a page with right-to-left text, whose lines PDFium gives in their logical
+        order (runs right to left, a pair's halves swapped, the end of one line joined to the
+        next without a space), so its whitespace runs are no words on the page."""
+        items: list[tuple[str, tuple[Any, ...]]] = []
+        k = 0
+        while k < len(text):
+            ch = text[k]
+            step = 2 if _is_pair(text, k) else 1
+            if ch not in "\r\n\x00":
+                shown = text[k: k + step] if step == 2 else LIGATURES.get(ch, ch)
+                if ch in _HYPHEN_MARKS:
+                    shown = _clean_word(self.api, self.tp, k, ch)
+                c = self.measure(k)
+                if c[6] or ch.isspace():
+                    items.append((shown, c))
+                else:   # rotated text: a word per character, as in ``general``
+                    self.emit(shown, c, c)
+            k += step
+        words = [item for item in _unmirror(_visual_order(items)) if not item[0].isspace()]
+        _split_items(words, self.emit)
 
 
 @lru_cache(maxsize=1)
@@ -554,29 +594,131 @@ def _word_spans(text: str) -> tuple[Any, Any] | None:
 
 def _split_word(raw_word: str, start: int, measure: Any, emit: Any, clean: str | None) -> None:
     """Emit the pieces of a whitespace-delimited run whose characters change font, size,
-    direction or line: a new piece where any of them changes or the next character starts left
-    of the previous one or more than 0.15 x its size right of its end (pdfplumber's rule)."""
+    direction or line (``_split_items``); a surrogate pair is one character."""
     text = clean if clean is not None else raw_word
+    items: list[tuple[str, tuple[Any, ...]]] = []
+    k = 0
+    while k < len(raw_word):
+        step = 2 if _is_pair(raw_word, k) else 1
+        ch = raw_word[k]
+        items.append((text[k: k + step] if clean is not None else LIGATURES.get(ch, raw_word[k: k + step]),
+                      measure(start + k)))
+        k += step
+    _split_items(items, emit)
+
+
+def _visual_order(items: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
+    """(text, measured character) items as pdfplumber reads a page: lines top down (bottoms
+    within _LINE_TOLERANCE), each left to right; at one x a combining mark or zero-width
+    character first (drawn after the character before it, where the next one starts)."""
+    line, at, prev = {}, 0, None
+    for y in sorted({c[3] for _, c in items}, reverse=True):
+        if prev is not None and prev - y > _LINE_TOLERANCE:
+            at += 1
+        line[y], prev = at, y
+    return sorted(items, key=lambda item: (line[item[1][3]], item[1][0], not _ZERO_WIDTH.match(item[0])))
+
+
+def _direction(text: str) -> str:
+    """How PDFium's bidi segmentation (CFX_BidiChar) classes a character: 'R' (right-to-left
+    letters), 'L' (left-to-right letters), 'W' (digits: left to right, weak) or 'N' (the rest,
+    and every character outside the BMP: PDFium's table of classes ends at U+FFFF)."""
+    import unicodedata
+
+    kind = unicodedata.bidirectional(text[0]) if len(text) == 1 else ""
+    return "R" if kind in ("R", "AL") else "L" if kind == "L" else "W" if kind in ("EN", "AN") else "N"
+
+
+def _unmirror(items: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
+    """Brackets as drawn. PDFium reads each line in drawing order, cuts it into runs of one
+    direction class (_direction), reads the line right to left when it has more right-to-left
+    runs than left-to-right ones (as the PDFium pypdfium2 ships does; tested by the fuzz test), and gives every character of a right-to-left run
+    (a neutral run takes the direction of the run read before it) as its mirror image, "(" for
+    the ")" drawn. The same here on ``items`` in visual order (_visual_order, spaces
+    included), and the mirrored brackets turned back."""
+    out = list(items)
+    lines: list[list[int]] = []
+    for j, (_, c) in enumerate(items):
+        if lines and abs(items[lines[-1][-1]][1][3] - c[3]) <= _LINE_TOLERANCE:
+            lines[-1].append(j)
+        else:
+            lines.append([j])
+    for line in lines:
+        if not any(items[j][0] in _MIRROR for j in line):
+            continue
+        runs: list[tuple[str, list[int]]] = []
+        for j in line:
+            d = _direction(items[j][0])
+            if runs and runs[-1][0] == d:
+                runs[-1][1].append(j)
+            else:
+                runs.append((d, [j]))
+        right = sum(d == "R" for d, _ in runs)
+        current = "R" if right > sum(d == "L" for d, _ in runs) else "L"
+        for d, members in reversed(runs) if current == "R" else runs:
+            if d == "R" or (d == "N" and current == "R"):
+                current = "R"
+                for j in members:
+                    mirror = _MIRROR.get(items[j][0])
+                    if mirror is not None:
+                        out[j] = (mirror, items[j][1])
+            elif d != "W":
+                current = "L"
+    return out
+
+
+def _split_items(items: list[tuple[str, tuple[Any, ...]]], emit: Any) -> None:
+    """Emit (text, measured character) items as words: a new word where font, size, direction
+    or line changes or the next character starts left of the previous one or more than 0.15 x
+    its size right of its end (pdfplumber's rule)."""
     cur: list[tuple[str, tuple[Any, ...]]] = []
-
-    def flush() -> None:
-        if cur:
-            emit("".join(ch for ch, _ in cur), cur[0][1], cur[-1][1])
-            cur.clear()
-
-    for k, ch in enumerate(raw_word):
-        c = measure(start + k)
-        shown = text[k] if clean is not None else LIGATURES.get(ch, ch)
+    for shown, c in items:
         if cur:
             p = cur[-1][1]
             if (c[4:] != p[4:] or abs(c[3] - p[3]) > _LINE_TOLERANCE or c[0] < p[0] - 0.01
                     or c[0] > p[2] + 0.15 * p[4]):
-                flush()
+                emit("".join(ch for ch, _ in cur), cur[0][1], cur[-1][1])
+                cur = []
         cur.append((shown, c))
-    flush()
+    if cur:
+        emit("".join(ch for ch, _ in cur), cur[0][1], cur[-1][1])
 
 
 _WORD = re.compile(r"[^\s\x00]+")
+_ZERO_WIDTH = re.compile("[\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670"
+                         "\u06d6-\u06ed\u1ab0-\u1aff\u1dc0-\u1dff\u200b-\u200f\u2060\u20d0-\u20ff\ufe20-\ufe2f]")
+_MIRROR = dict(zip("()[]{}<>\u00ab\u00bb\u2039\u203a\u2264\u2265\u2045\u2046\u207d\u207e\u208d\u208e\u3008\u3009\u300a\u300b",
+                   ")(][}{><\u00bb\u00ab\u203a\u2039\u2265\u2264\u2046\u2045\u207e\u207d\u208e\u208d\u3009\u3008\u300b\u300a"))
+# letters of the right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, NKo, Samaritan, Mandaic,
+# their presentation forms; outside the BMP as their high surrogates, U+10800-U+10FFF and
+# U+1E800-U+1EFFF)
+_RTL = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]|\ud802[\udc00-\udfff]|\ud803|\ud83a|\ud83b")
+
+
+def _is_pair(text: str, k: int) -> bool:
+    """Do ``text[k]`` and ``text[k + 1]`` form a surrogate pair (one character outside the BMP)?
+    PDFium gives a pair in a right-to-left run in reverse (low half first): that is one too."""
+    if k + 1 >= len(text):
+        return False
+    a, b = text[k], text[k + 1]
+    return (("\ud800" <= a <= "\udbff" and "\udc00" <= b <= "\udfff")
+            or ("\udc00" <= a <= "\udfff" and "\ud800" <= b <= "\udbff"))
+
+
+def _join_pairs(text: str) -> str:
+    """A word's surrogate pairs (either order, see _is_pair) as the characters they encode;
+    a lone half becomes U+FFFD (clean.valid_text), so no word holds text UTF-8 cannot encode."""
+    out, k = [], 0
+    while k < len(text):
+        if _is_pair(text, k):
+            a, b = text[k], text[k + 1]
+            out.append(a + b if a <= "\udbff" else b + a)
+            k += 2
+        else:
+            out.append(text[k])
+            k += 1
+    return valid_text("".join(out))
+
 _SPECIAL = re.compile("[\x02\ufffe\ufb00-\ufb06]")
 
 
