@@ -25,7 +25,7 @@ from kohaku.config import ConfigError, build
 from kohaku.llm.base import Counters
 from kohaku.submission import answers_to_submission, format_ref_list, write_submission
 from kohaku.tasks import classes
-from kohaku.tasks.accounting import normalize_text, numeric_match, parse_amount, same_amount
+from kohaku.tasks.accounting import gold_amount, normalize_text, numeric_match, parse_amount, same_amount
 from kohaku.tasks.judge import JudgeConfig, JudgeItem, judge
 from kohaku.tasks.registry import register
 from kohaku.tasks.spec import SubmissionSpec, VoteSpec
@@ -193,12 +193,14 @@ def token_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Met
 
 @register("metric", "numeric_match")
 def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
-    """1/0 on the questions whose gold answer is an amount (kohaku.tasks.accounting.numeric_match,
-    ``params.rel_tol``); None (not covered) on the others."""
-    rel_tol = float(params.get("rel_tol", 0.01))
+    """1/0 on the questions whose gold answer is an amount, or starts with one
+    (kohaku.tasks.accounting.numeric_match: the gold's own precision, ``params.rel_tol`` a
+    relative tolerance on top, default 0); None (not covered) on the others. A sentence answer
+    is read for its amounts."""
+    rel_tol = float(params.get("rel_tol", 0.0))
     out: list[float | None] = []
     for r in rows:
-        if parse_amount(r["truth"] or "") is None:
+        if gold_amount(r["truth"] or "") is None:
             out.append(None)
         elif r["pred_blank"]:
             out.append(0.0)
