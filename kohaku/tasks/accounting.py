@@ -247,7 +247,7 @@ def _parse(s: str) -> Amount | None:
 
 # -- amounts in a text ----------------------------------------------------------------------
 
-_CORE = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
+_CORE = re.compile(r"(?<![\w.'])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
 _LEAD = re.compile(r"(?:\(\s*)?(?:[-+]\s*)?(?:\(\s*)?(?:(?:us\$|\$|€|£|usd|eur|gbp)\s*)?"
                    r"(?:\(\s*)?(?:[-+]\s*)?$")
 _TAIL = re.compile(
@@ -261,6 +261,13 @@ _TAIL = re.compile(
 )
 _MONTHS = re.compile(r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|"
                      r"aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s*$")
+_COMPARISON = re.compile(
+    r"(?:\bfrom|\bcompared (?:with|to)|\bversus|\bvs\.?|\bagainst|\b(?:prior|previous|last) "
+    r"year'?s?(?: figure)?(?: was| were| of|:)?)(?:\s+(?:about|approximately|around|roughly|~))?\s*$")
+# what may stand before accounting parentheses that mean a negative amount in a sentence
+_NEGATIVE_PAREN = re.compile(r"(?:^|\b(?:was|were|is|are|of|at|to|by|totall?ed|amounted to)|[:=])\s*$")
+_SIGN_WORD = re.compile(r"\b(?:decreased?|declined?|decline of|fell|dropped|drop of|down|lower|negative|"
+                        r"loss of|shrunk|shrank|reduction of|reduced)(?: by)?\s*$")
 _CONCLUSION = re.compile(r"=|≈|\btherefore\b|\bthus\b|\bhence\b|\bso the\b|\bwhich gives\b"
                          r"|\bresulting in\b|\bresults in\b|\bcomes to\b|\bequals\b|\banswer is\b")
 
@@ -304,6 +311,11 @@ def _spans(s: str) -> Iterator[tuple[int, int, Amount]]:
                 break
         if amount is None:
             continue
+        if s[start] == "(" and amount.value < 0 and amount.currency is None and core.isdigit() and len(core) == 1:
+            continue                                      # "(1)", "(2)": an enumeration
+        if s[start] == "(" and amount.value < 0 and not _NEGATIVE_PAREN.search(s[max(0, start - 20):start]):
+            amount = Amount(-amount.value, amount.decimals, amount.percent, amount.currency,
+                            amount.magnitude)             # "in FY 2023 ($1.8 bn)": an aside
         bare = (amount.magnitude is None and not amount.percent and amount.currency is None
                 and "," not in core and "." not in core)
         if bare and 1900 <= abs(amount.value) <= 2100:
@@ -337,10 +349,23 @@ def gold_amount(truth: object) -> Amount | None:
     return None
 
 
-def answer_amounts(pred: object) -> list[Amount]:
-    """The amounts of an answer that count (module docstring): the whole cell when it is one
-    amount, else the amounts of the sentence after its last conclusion marker (all of them
-    when it has none, or none follows it)."""
+def _compatible(gold: Amount | None, a: Amount) -> bool:
+    """Whether ``a`` is an amount of the gold's kind: no percent for a dollar gold, no dollar
+    amount for a percent gold."""
+    if gold is None:
+        return True
+    if gold.percent:
+        return a.percent or (a.currency is None and a.magnitude is None)
+    if gold.currency is not None or gold.magnitude is not None:
+        return not a.percent
+    return True
+
+
+def answer_amounts(pred: object, gold: Amount | None = None) -> list[Amount]:
+    """The amount of an answer that counts (module docstring): the whole cell when it is one
+    amount; in a sentence, after its last conclusion marker, the first amount of the gold's
+    kind that is not a comparison's (after ``from``, ``compared with``, ``versus``, ``the prior
+    year's``), and its negative too when a word gives its sign (``declined by 1.7%``)."""
     if isinstance(pred, Amount):
         return [pred]
     whole = parse_amount(pred)
@@ -350,12 +375,18 @@ def answer_amounts(pred: object) -> list[Amount]:
         return []
     s = _normalize(pred)
     spans = list(_spans(s))
-    marks = [m.end() for m in _CONCLUSION.finditer(s)]
-    for mark in reversed(marks):
-        after = [a for start, _, a in spans if start >= mark]
+    for mark in reversed([m.end() for m in _CONCLUSION.finditer(s)]):
+        after = [x for x in spans if x[0] >= mark]
         if after:
-            return after
-    return [a for _, _, a in spans]
+            spans = after
+            break
+    stated = [(start, a) for start, _, a in spans if not _COMPARISON.search(s[max(0, start - 60):start])]
+    chosen = [(start, a) for start, a in stated if _compatible(gold, a)][:1]
+    out = [a for _, a in chosen]
+    for start, a in chosen:       # "declined by 1.7%": the sign written as a word, either sign
+        if a.value > 0 and _SIGN_WORD.search(s[max(0, start - 40):start]):
+            out.append(Amount(-a.value, a.decimals, a.percent, a.currency, a.magnitude))
+    return out
 
 
 # -- comparing amounts ------------------------------------------------------------------------
@@ -379,11 +410,12 @@ def _pairs(a: Amount, b: Amount, gold: bool) -> Iterator[tuple[float, float, flo
     if (a.magnitude is None) == (b.magnitude is None):
         yield a.value, b.value, a.magnitude or 1.0, b.magnitude or 1.0
         return
+    # a number written out to a million or more is read as written ("$1,800,000")
     if a.magnitude is None:
-        for u in IMPLICIT_UNITS:
+        for u in IMPLICIT_UNITS if abs(a.value) < 1e6 else (1.0,):
             yield a.value * u, b.value, u, b.magnitude or 1.0
     else:
-        for u in IMPLICIT_UNITS:
+        for u in IMPLICIT_UNITS if abs(b.value) < 1e6 else (1.0,):
             yield a.value, b.value * u, a.magnitude or 1.0, u
 
 
@@ -425,14 +457,32 @@ def _as_amount(x: object) -> Amount | None:
     return x if isinstance(x, Amount) else parse_amount(x)
 
 
-def numeric_match(truth: object, pred: object, rel_tol: float = 0.0) -> bool | None:
-    """Whether the answer ``pred`` (an amount, or a sentence read for its amounts) states the
-    gold amount ``truth`` (module docstring); None when ``truth`` is not an amount (the metric
-    does not cover the question), False when ``pred`` states no amount."""
+def question_unit(question: str | None) -> float | None:
+    """The unit a question asks amounts in (``in USD millions`` → 1e6, ``USD billions``,
+    ``USD thousands``), or None."""
+    m = re.search(r"\b(?:usd|us\$|\$|dollars?) ?(thousands|millions|billions)\b|\bin (thousands|millions|billions)\b",
+                  (question or "").lower())
+    if not m:
+        return None
+    return {"thousands": 1e3, "millions": 1e6, "billions": 1e9}[m.group(1) or m.group(2)]
+
+
+def numeric_match(truth: object, pred: object, rel_tol: float = 0.0, unit: float | None = None) -> bool | None:
+    """Whether the answer ``pred`` (an amount, or a sentence read for the amount it states)
+    states the gold amount ``truth`` (module docstring); None when ``truth`` is not an amount
+    (the metric does not cover the question), False when ``pred`` states none. ``unit``: the
+    unit the question asks in (:func:`question_unit`): a gold written without a magnitude is in
+    that unit, against an answer that writes one."""
     t = gold_amount(truth)
     if t is None:
         return None
-    return any(amount_matches(t, p, rel_tol) for p in answer_amounts(pred))
+    for p in answer_amounts(pred, t):
+        gold = t
+        if unit and t.magnitude is None and not t.percent and p.magnitude is not None:
+            gold = Amount(t.value * unit, t.decimals, False, t.currency, unit)
+        if amount_matches(gold, p, rel_tol):
+            return True
+    return False
 
 
 def same_amount(a: object, b: object, rel_tol: float = 0.01) -> bool:

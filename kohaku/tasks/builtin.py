@@ -25,7 +25,8 @@ from kohaku.config import ConfigError, build
 from kohaku.llm.base import Counters
 from kohaku.submission import answers_to_submission, format_ref_list, write_submission
 from kohaku.tasks import classes
-from kohaku.tasks.accounting import gold_amount, normalize_text, numeric_match, parse_amount, same_amount
+from kohaku.tasks.accounting import (gold_amount, normalize_text, numeric_match, parse_amount,
+                                     question_unit, same_amount)
 from kohaku.tasks.judge import JudgeConfig, JudgeItem, judge
 from kohaku.tasks.registry import register
 from kohaku.tasks.spec import SubmissionSpec, VoteSpec
@@ -205,7 +206,8 @@ def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env
         elif r["pred_blank"]:
             out.append(0.0)
         else:
-            out.append(1.0 if numeric_match(r["truth"], r["pred"] or "", rel_tol) else 0.0)
+            unit = question_unit(r.get("question"))
+            out.append(1.0 if numeric_match(r["truth"], r["pred"] or "", rel_tol, unit) else 0.0)
     return out
 
 
