@@ -156,3 +156,42 @@ def test_score_py_resolves_interpolations_and_writes_rows(tmp_path):
     data = json.loads((tmp_path / "s.json").read_text())
     assert [r["qid"] for r in data["rows"]] == [f"q{i}" for i in range(1, 9)]
     assert data["rows"][0]["pages"] == 0.5 and data["score"] == 11.3
+
+
+# -- the score key holds the code of every function the task names ---------------------------
+
+def test_editing_a_metric_changes_the_score_key_and_nothing_else(tmp_path, monkeypatch):
+    """A task naming ``mymetrics:score_it``: the score stage's key changes when the function's
+    module is edited, stays when it is not, and no other stage's key moves."""
+    from omegaconf import OmegaConf
+
+    from conftest import compose
+    from kohaku.sweep import predict_keys
+
+    mod = tmp_path / "mymetrics_issue40.py"
+    mod.write_text("def score_it(rows, params, env):\n    return [1.0 for r in rows]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    metrics = "[{name: m, fn: 'mymetrics_issue40:score_it', weight: 1.0}]"
+    overrides = ["task=short_answer", f"task.score.metrics={metrics}"]
+
+    def keys():
+        import importlib
+        import sys as _sys
+        _sys.modules.pop("mymetrics_issue40", None)
+        importlib.invalidate_caches()
+        return predict_keys(compose(overrides), fingerprint=lambda paths: {str(p): "-" for p in paths})
+
+    first, again = keys(), keys()
+    assert first == again                                             # no edit: the same key
+    mod.write_text("def score_it(rows, params, env):\n    return [0.0 for r in rows]\n")
+    edited = keys()
+    assert [s for s in first if first[s] != edited[s]] == ["score"]   # an edit: only score moves
+    assert OmegaConf is not None
+
+
+def test_code_hash_of_builtins_and_unresolved_names():
+    from kohaku.tasks.registry import code_hash
+
+    assert code_hash("metric", "token_f1") == code_hash("metric", "exact_match")   # kohaku's scoring code
+    assert len(code_hash("metric", "token_f1")) == 64
+    assert code_hash("metric", "no_such_module_x:fn").startswith("unresolved: ")

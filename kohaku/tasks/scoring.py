@@ -76,6 +76,19 @@ def _score_wattbot(task: Task, solutions: Path, submission: Path, variant: str, 
                      result.n_extra, table, errors, details, result.warnings)
 
 
+def score_code_key(values: Any) -> Any:
+    """The ``task.score`` part of the score stage's cache key: its settings and the hash of the
+    code of every function they name (metrics and error classes; kohaku.tasks.registry.code_hash),
+    so editing a metric re-scores."""
+    if not isinstance(values, dict):
+        return values
+    code = {f"classes:{values.get('classes', 'wattbot')}": registry.code_hash("classes", str(values.get("classes", "wattbot")))}
+    for m in values.get("metrics") or []:
+        if isinstance(m, dict) and m.get("fn"):
+            code[f"metric:{m['fn']}"] = registry.code_hash("metric", str(m["fn"]))
+    return {**values, "code": code}
+
+
 def round_score(x: float, digits: int, how: str = "half_up") -> float:
     """``x`` to ``digits`` decimals as a competition's scorer rounds: ``half_up`` (ties away from
     zero on the number as printed: 12.25 -> 12.3, what ``Decimal(str(x)).quantize`` with
