@@ -27,7 +27,7 @@ from kohaku.artifacts import atomic_write
 from kohaku.config import ConfigError, build
 from kohaku.llm.base import Counters
 from kohaku.submission import answers_to_submission, format_ref_list, write_submission
-from kohaku.metrics import ref_score
+from kohaku.metrics import MetricError, ref_score
 from kohaku.tasks import classes, refs
 from kohaku.tasks.accounting import (gold_amount, normalize_text, numeric_match, parse_amount,
                                      question_unit, same_amount)
@@ -266,7 +266,10 @@ def doc_jaccard_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: 
 
 def _pages_of(r: dict[str, Any], params: dict[str, Any], metric: str) -> set:
     cell = _cell(r, "submission", params.get("pred", "pages"), metric)
-    return refs.parse_pages(cell, int(params.get("page_base", 1)), f"{metric}: question {r['qid']}, submitted pages")
+    try:
+        return refs.parse_pages(cell, int(params.get("page_base", 1)), f"{metric}: question {r['qid']}, submitted pages")
+    except ValueError as exc:
+        raise MetricError(f"the submission: {exc}") from exc
 
 
 @register("metric", "page_prf")
