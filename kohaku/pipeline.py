@@ -422,6 +422,35 @@ def compose_config(overrides: list[str] | tuple[str, ...] = (), conf_dir: Path |
         return compose("config", overrides=list(overrides))
 
 
+def task_values(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """A task YAML (a ``conf/task`` name or a file) as plain values, its interpolations
+    (``${corpus.root}``, ``${task.name}``) resolved against the config a run composes
+    (``conf/`` defaults and ``overrides`` such as ``corpus.root=/data``), as ``scripts/run.py``
+    resolves them. Errors name the file and the key that does not resolve."""
+    import yaml
+    from omegaconf.errors import OmegaConfBaseException
+
+    from kohaku.tasks import task_file
+
+    path = task_file(name_or_path)
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a task file holds a mapping of the task's parts")
+    data.pop("defaults", None)
+    if "${" not in path.read_text(encoding="utf-8"):
+        return data
+    root = OmegaConf.to_container(compose_config(list(overrides)), resolve=False)
+    root["task"] = data  # type: ignore[index]
+    try:
+        return OmegaConf.to_container(OmegaConf.create(root).task, resolve=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{path}: an interpolation does not resolve ({exc}); give the value with "
+                          "--set KEY=VALUE (e.g. --set corpus.root=/data)") from exc
+
+
 def option_values(group: str, option: str, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """The resolved values of ``group=option`` (schema defaults + the option file), as a dict."""
     cfg = compose_config([f"{group}={option}", *overrides])

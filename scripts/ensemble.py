@@ -3,7 +3,12 @@
 Usage:
   python scripts/ensemble.py --out OUT.csv IN1.csv IN2.csv ... [--ref-mode answer_priority]
       [--tiebreak first] [--weights 2,1,1] [--no-ignore-blank] [--raw] [--seed 0]
-      [--metadata metadata.csv]
+      [--metadata metadata.csv] [--task NAME|TASK.yaml]
+
+``--task`` ensembles another competition's submissions (kohaku/tasks/ensemble.py): its
+submission columns and list format, its vote grouping (amounts, names, text), its blank cell
+and not-answerable token (an answer when the task never abstains), the winner as written when
+the task keeps the surface form; the output in the task's format.
 
 Inputs are in priority order (ties go to the earlier file with --tiebreak first). Values are
 compared in canonical form ("1,000" = "1000.0"; --raw votes on the strings as written, like
@@ -38,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", action="store_true", help="vote on raw strings (no canonical values)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --tiebreak random")
     parser.add_argument("--metadata", type=Path, help="metadata.csv (id,url) to rebuild ref_url")
+    parser.add_argument("--task", default="wattbot",
+                        help="the competition: a conf/task option or a task YAML's path (default wattbot)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
@@ -57,6 +64,19 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             canonical=not args.raw,
         )
+        if args.task != "wattbot":
+            from kohaku.artifacts import atomic_write
+            from kohaku.pipeline import task_values
+            from kohaku.tasks import build_task, task_file
+            from kohaku.tasks.ensemble import ensemble_task
+
+            task = build_task(task_values(args.task), f"{task_file(args.task)}: task")
+            if task.submission.writer != "wattbot":
+                frames = [read_csv_str(p) for p in args.inputs]
+                answers, submission = ensemble_task(frames, task, cfg, [str(p) for p in args.inputs])
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(args.out, submission.write_csv)
+                return _summary(answers, args)
         urls = None
         if args.metadata:
             meta = read_csv_str(args.metadata)
@@ -68,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, SubmissionError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return _summary(answers, args)
+
+
+def _summary(answers, args: argparse.Namespace) -> int:
     n = answers.height
     print(f"inputs: {len(args.inputs)}   questions: {n}   blank: {int(answers['is_blank'].sum())}")
     if n:

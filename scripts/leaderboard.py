@@ -2,7 +2,7 @@
 
 Usage:
   python scripts/leaderboard.py [OUTPUTS_DIR] [--out DIR] [--top N] [--baseline K=V,...]
-                                [--resamples N]
+                                [--resamples N] [--task NAME|TASK.yaml]
 
 Scans OUTPUTS_DIR (default: outputs) recursively for run.json files (one per Hydra run or
 multirun job) and writes leaderboard.csv/.md, ablation.csv/.md (mean ± std over seeds for the
@@ -13,7 +13,8 @@ task's score components (WattBot: value, ref, na; each run's scores.json names i
 scored with different metrics are listed but not compared).
 
 The baseline is the first point (lowest point number) unless --baseline names one by its
-overrides, e.g. --baseline retrieve.top_k=4,infer.prompt_order=context_first. Runs need their
+overrides, e.g. --baseline retrieve.top_k=4,infer.prompt_order=context_first. --task keeps
+only the runs scored with that task (a conf/task option or a task YAML; its name in scores.json). Runs need their
 per-question score table (scores.parquet in the run dir, or the score artifact in the cache) for
 the intervals; without it those columns are left out.
 """
@@ -43,19 +44,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=20, help="how many runs to print")
     parser.add_argument("--baseline", help="the baseline point's overrides, K=V[,K=V] (default: the first point)")
     parser.add_argument("--resamples", type=int, default=ReportConfig.resamples, help="bootstrap resamples")
+    parser.add_argument("--task", help="only the runs scored with this task (conf/task option or task YAML)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     if not args.outputs.is_dir():
         print(f"error: {args.outputs}: not a folder", file=sys.stderr)
         return 2
-    config = ReportConfig(baseline=args.baseline, resamples=args.resamples)
+    task = None
+    if args.task:
+        from kohaku.config import ConfigError
+        from kohaku.pipeline import task_values
+        from kohaku.tasks import build_task, task_file
+
+        try:
+            task = build_task(task_values(args.task), f"{task_file(args.task)}: task").name
+        except (ConfigError, FileNotFoundError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    config = ReportConfig(baseline=args.baseline, resamples=args.resamples, task=task)
     try:
         reports = make_reports(args.outputs, args.out or args.outputs, config)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not reports.paths:
-        print(f"error: no run.json under {args.outputs}", file=sys.stderr)
+        scored = f" scored with task {task}" if task else ""
+        print(f"error: no run.json{scored} under {args.outputs}", file=sys.stderr)
         return 2
     board, cmp, extra = reports.board, reports.comparison, []
     if cmp is not None:

@@ -4,6 +4,7 @@ Usage:
   python scripts/score.py SOLUTIONS.csv SUBMISSION.csv [--variant wattbot|wattbot-recall]
                           [--mismatches N] [--subset] [--strict] [--errors] [--json OUT.json]
   python scripts/score.py SOLUTIONS SUBMISSION.csv --task NAME|TASK.yaml [--llm NAME] [--json OUT.json]
+                          [--set corpus.root=/data ...]
 
 ``--task`` scores with another competition's metric (conf/task/<NAME>.yaml or a task YAML's
 path; kohaku/tasks/scoring.py): each component with its weight and the number of questions it
@@ -43,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polars as pl  # noqa: E402
 
+from kohaku.config import ConfigError  # noqa: E402
 from kohaku.diagnosis import classify, error_lines, error_summary  # noqa: E402
 from kohaku.metrics import VARIANTS, WEIGHTS, MetricError, ScoreResult, score_files  # noqa: E402
 
@@ -105,10 +107,13 @@ def task_report(result, n_mismatches: int) -> list[str]:
         lines.append(f"missing from the submission (scored wrong): {result.n_missing}")
     if result.n_extra:
         lines.append(f"extra ids in the submission (ignored): {result.n_extra}")
-    lines += ["", f"{'component':<12}{'weight':>8}{'value':>9}{'covers':>8}"]
-    for m in result.metric:
-        lines.append(f"{m['name']:<12}{m['weight']:>8.2f}{_fmt(result.components[m['name']]):>9}"
-                     f"{d['coverage'][m['name']]:>8}")
+    digits = d.get("round", {}).get("decimals")
+    show = (lambda x: "   n/a" if x is None else f"{x:.{digits}f}") if digits is not None else _fmt
+    what = "total" if d.get("combine") == "sum" else "value"
+    lines += ["", f"{'component':<12}{'weight':>8}{what:>9}{'covers':>8}"]
+    for name, value in result.components.items():
+        level = "   (set)" if name in d.get("set_level", ()) else f"{d['coverage'][name]:>8}"
+        lines.append(f"{name:<12}{d['weights'][name]:>8.2f}{show(value):>9}{level}")
     if d.get("judge_invalid"):
         lines.append(f"judge outputs that were no verdict (scored 0): {d['judge_invalid']}")
     counts = result.errors["counts"]
@@ -120,7 +125,7 @@ def task_report(result, n_mismatches: int) -> list[str]:
             pred = "<missing>" if r["missing"] else str(r["pred"])
             lines.append(f"  {r['qid']:<24} {r['error_class']:<20} truth {str(r['truth'])[:30]!r}  "
                          f"submitted {pred[:30]!r}")
-    lines += ["", f"score: {result.score:.4f}"]
+    lines += ["", f"score: {show(result.score) if digits is not None else f'{result.score:.4f}'}"]
     return lines
 
 
@@ -143,15 +148,21 @@ def main(argv: list[str] | None = None) -> int:
                         "or a task YAML's path")
     parser.add_argument("--llm", default=None,
                         help="conf/llm option for a metric that asks an LLM (the judge), e.g. fake, smollm2_cpu")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config value the task file's interpolations read, e.g. "
+                        "--set corpus.root=/data (repeatable)")
     parser.add_argument("--cache-dir", type=Path, default=Path("outputs/cache"),
                         help="generation cache of the judge's answers (default outputs/cache)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     if args.task != "wattbot":
-        from kohaku.tasks import load_task
-
-        if load_task(args.task).score.scorer != "wattbot":
-            return score_task(args)
+        try:
+            task = _task(args)
+        except (ConfigError, FileNotFoundError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if task.score.scorer != "wattbot":
+            return score_task(args, task)
     try:
         result = score_files(args.solutions, args.submission, args.variant, subset=args.subset,
                              strict=args.strict)
@@ -161,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     table = classify(result.table)
     errors = error_summary(table)
     if args.json:
-        args.json.write_text(json.dumps({**result.summary(), "errors": errors}, indent=2))
+        args.json.write_text(json.dumps({**result.summary(), "errors": errors, "rows": table.to_dicts()},
+                                        indent=2, default=str))
     lines = report(result, args.mismatches)
     if args.errors:
         lines[-1:-1] = error_lines(errors, table) + [""]
@@ -169,14 +181,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def score_task(args: argparse.Namespace) -> int:
-    from kohaku.config import ConfigError
+def _task(args: argparse.Namespace):
+    """The task of ``--task``, its interpolations resolved with ``--set`` (kohaku.pipeline.task_values)."""
+    from kohaku.pipeline import task_values
+    from kohaku.tasks import build_task, task_file
+
+    return build_task(task_values(args.task, args.set), f"{task_file(args.task)}: task")
+
+
+def score_task(args: argparse.Namespace, task) -> int:
     from kohaku.corpus import CorpusError
-    from kohaku.tasks import load_task
     from kohaku.tasks.scoring import score_submission
 
     try:
-        task = load_task(args.task)
         backend, cache = None, None
         if args.llm:
             from kohaku.llm.base import load_backend
@@ -193,7 +210,9 @@ def score_task(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        args.json.write_text(json.dumps(result.summary(), indent=2, allow_nan=False))
+        rows = result.table.to_dicts()
+        args.json.write_text(json.dumps({**result.summary(), "rows": rows}, indent=2, allow_nan=False,
+                                        default=str))
     print("\n".join(task_report(result, args.mismatches)))
     return 0
 

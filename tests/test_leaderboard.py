@@ -241,3 +241,18 @@ def test_plots_draw_interval_bars_when_tables_exist(scored_sweep: Path, tmp_path
     assert lo < mean < hi and hi - lo > 0.05
     no_tables = runs.with_columns(pl.lit(None, dtype=pl.String).alias("scores_table"))
     assert group_interval(no_tables.head(2)) is None
+
+
+def test_leaderboard_task_keeps_the_runs_of_that_task(sweep: Path, tmp_path: Path) -> None:
+    """--task: runs scored with another task's metric are left out (these are WattBot's)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "leaderboard.py"
+    same = subprocess.run([sys.executable, str(script), str(sweep), "--out", str(tmp_path / "a"),
+                           "--task", "wattbot", "--resamples", "200"], capture_output=True, text=True)
+    assert same.returncode == 0, same.stderr
+    assert pl.read_csv(tmp_path / "a" / "leaderboard.csv").height == 13
+    other = subprocess.run([sys.executable, str(script), str(sweep), "--out", str(tmp_path / "b"),
+                            "--task", "financebench"], capture_output=True, text=True)
+    assert other.returncode == 2 and "no run.json scored with task financebench" in other.stderr

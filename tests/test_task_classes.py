@@ -26,7 +26,7 @@ ROWS = [
     ("n1", "100", "104.2", False, False, False, None, "number", "near_miss", "+4.2%"),
     ("n2", "2.8%", "2.6%", False, False, False, None, "number", "near_miss", "-7.1%"),
     ("n3", "2.8%", "0.029", False, False, False, None, "number", "near_miss", "+3.6%"),
-    ("n4", "$1577.00", "$1.6 billion", False, False, False, None, "number", "near_miss", "+1.5%"),
+    ("n4", "$1577.00", "$1.55 billion", False, False, False, None, "number", "near_miss", "-1.7%"),
     ("w1", "100", "Yes", False, False, False, None, "number", "wrong_number", "not a number"),
     ("w2", "100", "3M", False, False, False, None, "number", "wrong_number", "not a number"),
     ("w3", "100", "150", False, False, False, None, "number", "wrong_number", ""),

@@ -3,6 +3,7 @@ error classes) and plots, written by :func:`write_reports`."""
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ class ReportConfig:
     baseline: str | None = None
     resamples: int = N_RESAMPLES
     bootstrap_seed: int = 0
+    task: str | None = None           # only runs scored with this task's metric (its name); null: all
 
 
 def _comparison_md(cmp: SweepComparison, swept: list[str]) -> str:
@@ -96,6 +98,12 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
     config = config or ReportConfig()
     runs_dir, out_dir = Path(runs_dir), Path(out_dir)
     runs, keys = collect_runs(runs_dir)
+    if config.task is not None and not runs.is_empty() and "metric" in runs.columns:
+        names = [(json.loads(m).get("name") if m else None) for m in runs["metric"].to_list()]
+        keep = [n == config.task or (n is None and config.task == "wattbot") for n in names]
+        if not all(keep):
+            log.warning("%d run(s) scored with another task than %s left out", keep.count(False), config.task)
+        runs = runs.filter(pl.Series(keep))
     if runs.is_empty():
         log.warning("%s: no run.json found; no reports written", runs_dir)
         return Reports({}, runs, keys, None)

@@ -27,6 +27,7 @@ SUMMARY_EVENTS = {
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     cfg: InferConfig = ctx.config("infer")
     task = build_task(ctx.section("task"))       # validated whole: templates use declared fields
+    task.answer.require()                         # a scoring-only task cannot answer questions
     questions = ctx.table("questions", "questions")
     contexts = ctx.table("retrieve", "contexts")
     check_attempts(contexts, cfg.max_retries)      # fail before loading any model

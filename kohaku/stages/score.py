@@ -21,7 +21,7 @@ from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
 from kohaku.metrics import EMPTY_SCORES, ScoreConfig
 from kohaku.stage import Stage, StageContext
-from kohaku.tasks.scoring import score_submission
+from kohaku.tasks.scoring import score_code_key, score_submission
 from kohaku.tasks.spec import build_task
 
 SUMMARY_EVENTS = {
@@ -81,6 +81,8 @@ STAGE = Stage(
     config_keys=("corpus.solutions", "score", "task.name", "task.solutions", "task.score",
                  "task.submission", "llm"),
     llm_configs=("llm", "score.judge_llm"),
+    # the code of every metric and classes function the task names: editing one re-scores
+    key_functions=(("task.score", score_code_key),),
     compute=compute,
     file_inputs=_file_inputs,
     outputs=("scores",),

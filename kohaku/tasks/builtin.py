@@ -6,7 +6,10 @@ Each is registered under the name a task YAML uses (:mod:`kohaku.tasks.registry`
 - writer:  ``fn(answers, questions, spec: SubmissionSpec, path) -> DataFrame`` (writes ``path``)
 - metric:  ``fn(rows, params, env) -> list[float | None]``: one value per row (None: the metric
   does not cover that question); ``rows`` are dicts with qid, question, truth, pred, pred_blank,
-  missing; ``env`` gives the LLM backend and generation cache to metrics that need a model.
+  missing, and the whole rows: ``solution`` (every column of the solutions file) and
+  ``submission`` (every column of the submission, None when it has no row for the question);
+  ``env`` gives the LLM backend and generation cache to metrics that need a model. A metric of
+  ``level: set`` returns one number for all rows (an F1 over the set, a total).
 - classes: ``fn(table) -> (table with answer_kind, error_class, error_detail, summary dict)``
 """
 
@@ -24,8 +27,10 @@ from kohaku.artifacts import atomic_write
 from kohaku.config import ConfigError, build
 from kohaku.llm.base import Counters
 from kohaku.submission import answers_to_submission, format_ref_list, write_submission
-from kohaku.tasks import classes
-from kohaku.tasks.accounting import normalize_text, numeric_match, parse_amount, same_amount
+from kohaku.metrics import MetricError, ref_score
+from kohaku.tasks import classes, refs
+from kohaku.tasks.accounting import (gold_amount, normalize_text, numeric_match, parse_amount,
+                                     question_unit, same_amount)
 from kohaku.tasks.judge import JudgeConfig, JudgeItem, judge
 from kohaku.tasks.registry import register
 from kohaku.tasks.spec import SubmissionSpec, VoteSpec
@@ -193,17 +198,20 @@ def token_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Met
 
 @register("metric", "numeric_match")
 def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
-    """1/0 on the questions whose gold answer is an amount (kohaku.tasks.accounting.numeric_match,
-    ``params.rel_tol``); None (not covered) on the others."""
-    rel_tol = float(params.get("rel_tol", 0.01))
+    """1/0 on the questions whose gold answer is an amount, or starts with one
+    (kohaku.tasks.accounting.numeric_match: the gold's own precision, ``params.rel_tol`` a
+    relative tolerance on top, default 0); None (not covered) on the others. A sentence answer
+    is read for its amounts."""
+    rel_tol = float(params.get("rel_tol", 0.0))
     out: list[float | None] = []
     for r in rows:
-        if parse_amount(r["truth"] or "") is None:
+        if gold_amount(r["truth"] or "") is None:
             out.append(None)
         elif r["pred_blank"]:
             out.append(0.0)
         else:
-            out.append(1.0 if numeric_match(r["truth"], r["pred"] or "", rel_tol) else 0.0)
+            unit = question_unit(r.get("question"))
+            out.append(1.0 if numeric_match(r["truth"], r["pred"] or "", rel_tol, unit) else 0.0)
     return out
 
 
@@ -226,6 +234,95 @@ def llm_judge_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Me
         env.stats["judge_calls"] = env.stats.get("judge_calls", 0) + counters.model_calls
         env.stats["judge_cache_hits"] = env.stats.get("judge_cache_hits", 0) + counters.cache_hits
     return [1.0 if v.correct else 0.0 for v in verdicts]
+
+
+def _cell(row: dict[str, Any], side: str, column: str, metric: str) -> Any:
+    """Column ``column`` of the question's ``side`` row (``solution`` or ``submission``; None
+    when the submission has no row for the question)."""
+    data = row.get(side)
+    if data is None:
+        return None
+    if column not in data:
+        raise ConfigError(f"metric {metric}: the {side} has no column {column!r} (params."
+                          f"{'gold' if side == 'solution' else 'pred'}); it has {', '.join(data)}")
+    return data[column]
+
+
+@register("metric", "doc_jaccard")
+def doc_jaccard_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
+    """WattBot's reference score: the Jaccard index of the cited (``params.pred``, default
+    ``ref_id``) and the gold (``params.gold``, default ``ref_id``) document ids, by the
+    competition's rules (kohaku.metrics.ref_score); a missing row scores 0."""
+    pred, gold = params.get("pred", "ref_id"), params.get("gold", "ref_id")
+    out: list[float | None] = []
+    for r in rows:
+        if r.get("submission") is None:
+            out.append(0.0)
+            continue
+        out.append(ref_score(str(_cell(r, "solution", gold, "doc_jaccard") or ""),
+                             str(_cell(r, "submission", pred, "doc_jaccard") or "")))
+    return out
+
+
+def _pages_of(r: dict[str, Any], params: dict[str, Any], metric: str) -> set:
+    cell = _cell(r, "submission", params.get("pred", "pages"), metric)
+    try:
+        return refs.parse_pages(cell, int(params.get("page_base", 1)), f"{metric}: question {r['qid']}, submitted pages")
+    except ValueError as exc:
+        raise MetricError(f"the submission: {exc}") from exc
+
+
+@register("metric", "page_prf")
+def page_prf_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
+    """Cited pages (submission column ``params.pred``, default ``pages``, numbered from
+    ``params.page_base``) against gold pages (solution column ``params.gold``, default
+    ``pages``, numbered from ``params.gold_page_base``): ``params.measure`` ``f`` (F-beta,
+    ``params.beta``, default 1), ``precision`` or ``recall``. A question without gold pages is
+    not covered unless ``params.cover_empty``."""
+    beta = float(params.get("beta", 1.0))
+    measure = params.get("measure", "f")
+    index = {"precision": 0, "recall": 1, "f": 2}.get(measure)
+    if index is None:
+        raise ConfigError(f"page_prf params.measure={measure!r}; use f, precision or recall")
+    out: list[float | None] = []
+    for r in rows:
+        gold = refs.parse_pages(_cell(r, "solution", params.get("gold", "pages"), "page_prf"),
+                                int(params.get("gold_page_base", 1)), f"page_prf: question {r['qid']}, gold pages")
+        if not gold and not params.get("cover_empty", False):
+            out.append(None)
+            continue
+        out.append(refs.page_prf(_pages_of(r, params, "page_prf"), gold, beta)[index])
+    return out
+
+
+@register("metric", "page_pools")
+def page_pools_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
+    """Pools: each gold group of pages (solution column ``params.gold``, default ``pools``,
+    numbered from ``params.gold_page_base``) needs one cited page (submission column
+    ``params.pred``, default ``pages``, from ``params.page_base``): ``params.points`` (1) less
+    ``params.missing`` (0.5) per group with none and ``params.extra`` (0.25) per cited page in no
+    group, floored at 0 (kohaku.tasks.refs.pools_score)."""
+    points = float(params.get("points", 1.0))
+    missing, extra = float(params.get("missing", 0.5)), float(params.get("extra", 0.25))
+    out: list[float | None] = []
+    for r in rows:
+        pools = refs.parse_pools(_cell(r, "solution", params.get("gold", "pools"), "page_pools"),
+                                 int(params.get("gold_page_base", 1)), f"page_pools: question {r['qid']}, gold pools")
+        cited = set() if r.get("submission") is None else _pages_of(r, params, "page_pools")
+        out.append(refs.pools_score(cited, pools, points, missing, extra))
+    return out
+
+
+@register("metric", "na_f1")
+def na_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> float:
+    """Set-level (``level: set``): F1 of the not-answerable class over all questions
+    (``params.average``: ``positive``, or ``macro`` over both classes). Gold not-answerable:
+    the gold answer is ``params.token`` (case-insensitive, default ``is_blank``); predicted:
+    the submitted answer is that token or blank (a missing row included)."""
+    token = str(params.get("token", "is_blank")).strip().lower()
+    gold = [(r["truth"] or "").strip().lower() == token for r in rows]
+    pred = [bool(r["pred_blank"]) or (r["pred"] or "").strip().lower() == token for r in rows]
+    return refs.na_f1(gold, pred, str(params.get("average", "positive")))
 
 
 # -- error classes ------------------------------------------------------------------------

@@ -55,6 +55,36 @@ def lookup(kind: str, name: str, where: str) -> Callable[..., Any]:
     return table[name]
 
 
+#: the library code kohaku's own named functions run (their module and what it calls)
+_KOHAKU_SCORING = ("kohaku/tasks/*.py", "kohaku/metrics.py", "kohaku/diagnosis.py", "kohaku/values.py",
+                   "kohaku/submission.py", "kohaku/csvfile.py")
+
+
+def code_hash(kind: str, name: str) -> str:
+    """sha256 of the code the function ``name`` of ``kind`` runs: for a function of a module of
+    your own (``package.module:function``) that module's source; for one of kohaku's, the
+    sources of kohaku's scoring modules (kohaku/tasks/, metrics, diagnosis, values, submission).
+    A name that does not resolve hashes as its error (the stage reports it when it runs)."""
+    import hashlib
+    import inspect
+    from pathlib import Path
+
+    try:
+        fn = lookup(kind, name, f"{kind} {name}")
+        module = inspect.getmodule(fn)
+        if module is None:
+            return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()
+        if module.__name__.split(".")[0] == "kohaku":
+            root = Path(__file__).resolve().parents[2]
+            files = sorted({p for pattern in _KOHAKU_SCORING for p in root.glob(pattern)})
+            text = "".join(f"{p.relative_to(root)}\n{p.read_text(encoding='utf-8')}" for p in files)
+        else:
+            text = inspect.getsource(module)
+    except (ConfigError, OSError, TypeError) as exc:
+        return f"unresolved: {exc}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _load_builtins() -> None:
     # the modules that register kohaku's own functions (imported on first use: no cycles)
     from kohaku.tasks import builtin  # noqa: F401

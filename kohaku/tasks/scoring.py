@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,6 +74,31 @@ def _score_wattbot(task: Task, solutions: Path, submission: Path, variant: str, 
                      {"value": result.value, "ref": result.ref, "na": result.na, "unit": result.unit},
                      wattbot_metric(variant).as_json()["components"], result.n, result.n_missing,
                      result.n_extra, table, errors, details, result.warnings)
+
+
+def score_code_key(values: Any) -> Any:
+    """The ``task.score`` part of the score stage's cache key: its settings and the hash of the
+    code of every function they name (metrics and error classes; kohaku.tasks.registry.code_hash),
+    so editing a metric re-scores."""
+    if not isinstance(values, dict):
+        return values
+    code = {f"classes:{values.get('classes', 'wattbot')}": registry.code_hash("classes", str(values.get("classes", "wattbot")))}
+    for m in values.get("metrics") or []:
+        if isinstance(m, dict) and m.get("fn"):
+            code[f"metric:{m['fn']}"] = registry.code_hash("metric", str(m["fn"]))
+    return {**values, "code": code}
+
+
+def round_score(x: float, digits: int, how: str = "half_up") -> float:
+    """``x`` to ``digits`` decimals as a competition's scorer rounds: ``half_up`` (ties away from
+    zero on the number as printed: 12.25 -> 12.3, what ``Decimal(str(x)).quantize`` with
+    ROUND_HALF_UP and most spreadsheets do), ``half_even`` (ties to even, on the number as
+    printed: 12.25 -> 12.2) or ``python`` (the built-in ``round``, on the binary float:
+    ``round(2.675, 2)`` is 2.67)."""
+    if how == "python":
+        return round(x, digits)
+    mode = ROUND_HALF_UP if how == "half_up" else ROUND_HALF_EVEN
+    return float(Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-digits), rounding=mode))
 
 
 def submission_columns(task: Task) -> tuple[str, str]:
@@ -133,7 +159,10 @@ def _score_components(task: Task, solutions: Path, submission: Path, subset: boo
         question = s.get("question") or (p or {}).get("question") or ""
         rows.append({"qid": qid, "question": question, "truth": s[spec.answer] or "", "pred": pred,
                      "pred_blank": p is None or is_blank_answer(pred, task.submission.blank, blanks),
-                     "missing": p is None})
+                     "missing": p is None,
+                     # the whole rows: every column of the solution and of the submission (None:
+                     # no row), for metrics that read references, pages or per-question columns
+                     "solution": s, "submission": p})
     if missing:
         warnings.append(f"{len(missing)} solution id(s) missing from {submission}, scored as wrong "
                         "(score.subset=true scores only the submitted ones): "
@@ -149,8 +178,19 @@ def _score_components(task: Task, solutions: Path, submission: Path, subset: boo
     metric: list[dict[str, Any]] = []
     coverage: dict[str, int] = {}
     score = 0.0
+    set_values: dict[str, float] = {}
     for i, m in enumerate(task.score.metric_specs):
         fn = registry.lookup("metric", m.fn, f"task.score.metrics[{i}].fn")
+        if m.level == "set":
+            value = fn(rows, m.params, env)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) is a set-level metric and "
+                                  f"returned {type(value).__name__}; return one number for all rows")
+            set_values[m.name] = float(value)
+            components[m.name] = float(value)
+            coverage[m.name] = len(rows)
+            score += m.weight * float(value)
+            continue
         values = list(fn(rows, m.params, env))
         if len(values) != len(rows):
             raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) returned {len(values)} values for "
@@ -160,22 +200,37 @@ def _score_components(task: Task, solutions: Path, submission: Path, subset: boo
         columns[f"{m.name}_covered"] = covered
         n_cov = sum(covered)
         coverage[m.name] = n_cov
-        value = sum(v for v in values if v is not None) / n_cov if n_cov else None
+        total = sum(v for v in values if v is not None)
+        if task.score.combine == "sum":
+            value = float(total)
+        else:
+            value = total / n_cov if n_cov else None
         components[m.name] = value
         score += m.weight * (value or 0.0)
         metric.append({"name": m.name, "column": m.name, "weight": m.weight,
                        "over": f"{m.name}_covered", "empty": None})
+    if task.score.round is not None:
+        digits, how = task.score.round, task.score.rounding
+        components = {k: None if v is None else round_score(v, digits, how) for k, v in components.items()}
+        score = round_score(score, digits, how)
+    if not metric:
+        raise ConfigError("task.score.metrics has no per-question metric (level: question); the "
+                          "per-question table and the error classes need one")
     schema: dict[str, Any] = {"qid": pl.String, "question": pl.String, "truth": pl.String,
                               "pred": pl.String, "pred_blank": pl.Boolean, "missing": pl.Boolean}
-    table = pl.DataFrame(rows, schema=schema)
+    table = pl.DataFrame([{k: r[k] for k in schema} for r in rows], schema=schema)
     for name, values in columns.items():
         table = table.with_columns(pl.Series(name, values, dtype=pl.Boolean if name.endswith("_covered")
                                              else pl.Float64))
     correct_by = task.score.correct or next((m["name"] for m in metric if m["weight"] > 0), metric[0]["name"])
     table = table.with_columns((pl.col(correct_by).fill_null(0.0) >= 0.5).alias("correct"))
     table, errors = _classes(task, table)
-    details = {"weights": {m["name"]: m["weight"] for m in metric}, "coverage": coverage,
-               "correct_by": correct_by, **stats}
+    details = {"weights": {m.name: m.weight for m in task.score.metric_specs}, "coverage": coverage,
+               "correct_by": correct_by, "combine": task.score.combine, **stats}
+    if set_values:
+        details["set_level"] = sorted(set_values)
+    if task.score.round is not None:
+        details["round"] = {"decimals": task.score.round, "rounding": task.score.rounding}
     return TaskScore(task.name, "components", score, components, metric, len(rows), len(missing),
                      len(extra), table, errors, details, warnings)
 

@@ -68,7 +68,21 @@ class AnswerSpec:
     blank_without_refs: bool = True   # a sample that cites no document is blank
     fallback: str = ""                # abstention=never: the answer written when no sample gave one
 
+    @property
+    def scoring_only(self) -> bool:
+        """No answer fields and no prompts: a task that only scores submission files."""
+        return not self.fields and not self.prompts
+
+    def require(self) -> None:
+        """Raise unless the task can write answers (a scoring-only task cannot run the pipeline)."""
+        if self.scoring_only:
+            raise ConfigError("task.answer.fields and task.answer.prompts are empty: this task only "
+                              "scores files (scripts/score.py --task); give the answer's fields and "
+                              "prompts to run the pipeline with it")
+
     def validate(self) -> None:
+        if self.scoring_only:
+            return
         if not self.fields:
             raise ConfigError("task.answer.fields is empty; list the answer's JSON fields, e.g. "
                               "{answer: text, ref_id: refs}")
@@ -146,12 +160,23 @@ class SolutionsSpec:
             raise ConfigError(f"task.solutions.format={self.format!r}; use one of {', '.join(FORMATS)} or null")
 
 
+LEVELS = ("question", "set")
+COMBINE = ("mean", "sum")
+ROUNDING = ("python", "half_up", "half_even")
+
+
 @dataclass
 class MetricSpec:
     name: str                         # component name (a column of the score table)
     fn: str                           # registered metric: exact_match, token_f1, numeric_match, llm_judge, ...
     weight: float = 1.0               # weight in the score (0: reported beside it)
     params: dict[str, Any] = field(default_factory=dict)   # the function's settings
+    level: str = "question"           # question: one value per question; set: one value for all
+
+    def validate(self) -> None:
+        if self.level not in LEVELS:
+            raise ConfigError(f"task.score.metrics[{self.name}].level={self.level!r}; use one of "
+                              f"{', '.join(LEVELS)}")
 
 
 @dataclass
@@ -160,6 +185,11 @@ class ScoreSpec:
     metrics: list[dict[str, Any]] = field(default_factory=list)   # components scorer: MetricSpec each
     correct: str | None = None        # component whose value >= 0.5 makes a question correct (classes)
     classes: str = "wattbot"          # error classes: wattbot | generic | module:function
+    # components scorer: how the competition combines per-question values (mean: each component
+    # the mean over its questions; sum: the total of its points) and prints the figures
+    combine: str = "mean"             # mean | sum
+    round: int | None = None          # decimals of the printed score and components (None: as computed)
+    rounding: str = "half_up"         # ties (.x5): half_up (decimal, as written) | half_even | python (round())
 
     @property
     def metric_specs(self) -> list[MetricSpec]:
@@ -169,6 +199,12 @@ class ScoreSpec:
         return out
 
     def validate(self) -> None:
+        if self.combine not in COMBINE:
+            raise ConfigError(f"task.score.combine={self.combine!r}; use one of {', '.join(COMBINE)}")
+        if self.rounding not in ROUNDING:
+            raise ConfigError(f"task.score.rounding={self.rounding!r}; use one of {', '.join(ROUNDING)}")
+        if self.round is not None and (not isinstance(self.round, int) or self.round < 0):
+            raise ConfigError(f"task.score.round={self.round!r}; give a number of decimals (>= 0) or null")
         if self.scorer == "components":
             specs = self.metric_specs
             if not specs:

@@ -1,0 +1,92 @@
+"""Ensembles of submission files of any task (``scripts/ensemble.py --task``).
+
+Each input is a submission in the task's format (``task.submission``: its columns, list format
+and blank cell). Per question the inputs vote with the task's grouping (``task.vote.group``:
+amounts, names, text, WattBot's canonical values, or your own), abstention-aware as the
+pipeline's vote (kohaku.voting.vote): a cell is a blank vote when it is empty or the task's
+blank cell, and, for a task that lets a model abstain (``answer.abstention: allowed``), one of
+its ``answer.blank_values``; for a task that never abstains a not-answerable token such as
+``N/A`` is an answer and can win. The winner is written as a member wrote it when the task keeps
+the surface form (``vote.keep_surface``), else in its canonical form; the other columns come
+from a member that agrees with the winner, the refs from the agreeing members
+(``VoteConfig.ref_mode``), written in the task's list format. Rows follow the first input.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+
+from kohaku.config import ConfigError
+from kohaku.submission import parse_ref_list
+from kohaku.tasks import registry
+from kohaku.tasks.builtin import _list_cell, is_blank_answer
+from kohaku.tasks.scoring import submission_columns
+from kohaku.tasks.spec import Task
+from kohaku.voting import VoteConfig, vote
+
+
+def _source_column(task: Task, source: str) -> str | None:
+    return next((c for c, s in task.submission.columns.items() if s == source), None)
+
+
+def _list(cell: str, fmt: str) -> list[str]:
+    text = (cell or "").strip()
+    if fmt == "semicolon" and not text.startswith("["):
+        return [p.strip() for p in text.split(";") if p.strip()]
+    if fmt == "json" and text.startswith("["):
+        try:
+            return [str(x) for x in json.loads(text)]
+        except ValueError:
+            pass
+    return parse_ref_list(text)
+
+
+def ensemble_task(frames: list[pl.DataFrame], task: Task, cfg: VoteConfig | None = None,
+                  names: list[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(answers, submission) voted from ``frames`` (the task's submission files, in priority
+    order). Errors name the input and the column it lacks."""
+    if task.submission.writer == "wattbot":
+        raise ConfigError("the wattbot writer's submissions are ensembled by "
+                          "kohaku.voting.ensemble_submissions (scripts/ensemble.py without --task)")
+    names = names or [f"input {i + 1}" for i in range(len(frames))]
+    id_col, value_col = submission_columns(task)
+    refs_col = _source_column(task, "refs")
+    spec = task.submission
+    blanks = task.answer.blank_values if task.answer.abstention == "allowed" else None
+    grouping = registry.lookup("group", task.vote.group, "task.vote.group")(task.vote)
+    cands: list[dict[str, Any]] = []
+    order: dict[str, None] = {}
+    columns: list[str] = []
+    for idx, (df, name) in enumerate(zip(frames, names)):
+        missing = [c for c in (id_col, value_col) if c not in df.columns]
+        if missing:
+            raise ConfigError(f"{name}: lacks column(s) {missing} of task {task.name}'s submission "
+                              f"(task.submission.columns); it has {df.columns}")
+        columns = columns or list(df.columns)
+        for r in df.with_columns(pl.all().cast(pl.String).fill_null("")).to_dicts():
+            qid = (r[id_col] or "").strip()
+            order.setdefault(qid)
+            value = r[value_col]
+            cands.append({"qid": qid, "source_idx": idx, "answer_value": value,
+                          "ref_id": _list(r.get(refs_col, ""), spec.list_format) if refs_col else [],
+                          "answer": "", "explanation": "",
+                          "is_blank": is_blank_answer(value, spec.blank, blanks),
+                          "row": json.dumps(r, ensure_ascii=False)})
+    table = pl.DataFrame(cands, schema={"qid": pl.String, "source_idx": pl.Int64, "answer_value": pl.String,
+                                        "ref_id": pl.List(pl.String), "answer": pl.String,
+                                        "explanation": pl.String, "is_blank": pl.Boolean, "row": pl.String})
+    answers = vote(table, cfg or VoteConfig(), grouping, keep_surface=task.vote.keep_surface)
+    by_qid = {a["qid"]: a for a in answers.to_dicts()}
+    out = []
+    for qid in order:
+        a = by_qid[qid]
+        row = json.loads(a["row"]) if a["row"] and a["row"].startswith("{") else {c: "" for c in columns}
+        row[id_col] = qid
+        row[value_col] = spec.blank if a["is_blank"] else a["answer_value"]
+        if refs_col:
+            row[refs_col] = _list_cell(list(a["ref_id"] or []), spec)
+        out.append({c: row.get(c, "") for c in columns})
+    return answers.drop("row"), pl.DataFrame(out, schema={c: pl.String for c in columns})
