@@ -406,7 +406,7 @@ def test_unknown_registry_name():
     assert "task.score.metrics[1].fn='rouge' is unknown" in msg
     assert "exact_match, llm_judge, numeric_match, token_f1" in msg
     assert registry.names("group") == ["amounts", "name", "text", "wattbot"]
-    assert registry.names("writer") == ["columns", "wattbot"]
+    assert registry.names("writer") == ["columns", "json", "wattbot"]
     with pytest.raises(ConfigError, match=r"task.vote.group='nowhere_module:fn': cannot import"):
         registry.lookup("group", "nowhere_module:fn", "task.vote.group")
 
