@@ -14,6 +14,11 @@ JSON schema itself restricts ref_id to the context's documents.
 A context longer than the model allows (``max_context - max_tokens - prompt overhead``) is
 trimmed from its lowest-ranked block (the contexts table carries its blocks, their document
 ids and the separator); the documents of the kept blocks are the ones a sample may cite.
+
+With ``task.answer.kinds`` each question's kind (kohaku.tasks.kinds) replaces the value field's
+schema, fills the prompt's ``{kind}`` and ``{kind_instruction}``, and a sample whose JSON does
+not follow its question's schema is invalid (``off_schema``); the not-answerable token is an
+answer, never a blank, so it is never retried.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from kohaku.config import ConfigError
 from kohaku.llm.base import Backend, ChatRequest, Counters
 from kohaku.llm.cache import GenerationCache, generate_cached
 from kohaku.prompts import render, trim_blocks
-from kohaku.tasks.spec import ORDERS, AnswerSpec
+from kohaku.schema_check import problems
+from kohaku.tasks import kinds as answer_kinds
+from kohaku.tasks.spec import ORDERS, AnswerSpec, KindSpec
 from kohaku.text.json_text import first_json_object
 
 log = logging.getLogger("kohaku.infer")
@@ -97,10 +104,12 @@ def field_limits(cfg: InferConfig) -> dict[str, int]:
     return limits
 
 
-def answer_schema(doc_ids: list[str], cfg: InferConfig, spec: AnswerSpec) -> dict[str, Any]:
+def answer_schema(doc_ids: list[str], cfg: InferConfig, spec: AnswerSpec,
+                  kind: KindSpec | None = None) -> dict[str, Any]:
     """JSON schema of an answer: the task's fields in the order the model should write them
     (text: a string with ``infer.max_chars`` as maxLength; number; list of strings; choice: an
-    enum; refs: the context's document ids with ``infer.ref_enum``, at most ``infer.max_refs``)."""
+    enum; refs: the context's document ids with ``infer.ref_enum``, at most ``infer.max_refs``);
+    with a ``kind`` the value field's schema is the kind's (kohaku.tasks.kinds.value_schema)."""
     limits = field_limits(cfg)
 
     def text(name: str) -> dict[str, Any]:
@@ -117,17 +126,19 @@ def answer_schema(doc_ids: list[str], cfg: InferConfig, spec: AnswerSpec) -> dic
                 "maxItems": cfg.max_refs if doc_ids or not cfg.ref_enum else 0}
 
     props: dict[str, Any] = {}
-    for name, kind in spec.fields.items():
-        if kind == "refs":
+    for name, ftype in spec.fields.items():
+        if ftype == "refs":
             props[name] = refs()
-        elif kind == "number":
+        elif ftype == "number":
             props[name] = {"type": "number"}
-        elif kind == "list":
+        elif ftype == "list":
             props[name] = {"type": "array", "items": text(name)}
-        elif kind == "choice":
+        elif ftype == "choice":
             props[name] = {"type": "string", "enum": list(spec.choices[name])}
         else:
             props[name] = text(name)
+    if kind is not None:
+        props[spec.value] = answer_kinds.value_schema(kind, spec.kinds)
     return {
         "type": "object",
         "properties": props,
@@ -143,9 +154,13 @@ def build_messages(t: PromptTemplates, values: dict[str, str]) -> list[dict[str,
             {"role": "user", "content": render(t.user, **values)}]
 
 
-def prompt_values(question: dict[str, Any], fields: list[str] | tuple[str, ...], context: str) -> dict[str, str]:
-    """What a prompt template may use for one question row."""
+def prompt_values(question: dict[str, Any], fields: list[str] | tuple[str, ...], context: str,
+                  kind: tuple[str, str] | None = None) -> dict[str, str]:
+    """What a prompt template may use for one question row (``kind``: its kind's name and
+    instruction, with answer kinds)."""
     values = {"context": context, "question": question["question"], "qid": question["qid"]}
+    if kind is not None:
+        values["kind"], values["kind_instruction"] = kind
     for f in fields:
         if f not in values:
             values[f] = question.get(f) or ""
@@ -197,16 +212,19 @@ def _ref_list(v: Any) -> list[str]:
     return out
 
 
-def parse_answer(raw: str, allowed: list[str], spec: AnswerSpec) -> dict[str, Any]:
+def parse_answer(raw: str, allowed: list[str], spec: AnswerSpec,
+                 schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fields of one sample; ``dropped_refs`` counts cited ids that are not in ``allowed``.
 
     ``answer_value`` holds the task's value field, ``answer`` and ``explanation`` those fields
     when the task has them, ``ref_id`` the refs field, ``fields`` every text field as a JSON
     object. Blank: with abstention allowed, the value is a blank token (``task.answer.blank_values``)
     or, with ``blank_without_refs``, no reference is kept; with abstention never, only an
-    empty value (or an output that is no JSON) is blank."""
+    empty value (or an output that is no JSON) is blank. With answer kinds, ``schema`` is the
+    question's request schema: a sample that does not follow it is invalid (``off_schema``
+    counts it), and the not-answerable token is not a blank token."""
     obj = first_json_object(raw)
-    blanks = {b.strip().lower() for b in spec.blank_values}
+    blanks = {b.strip().lower() for b in spec.abstain_values}
     if obj is None:
         return {"valid": False, "answer": "", "answer_value": "", "ref_id": [], "explanation": "",
                 "is_blank": True, "dropped_refs": 0, "fields": "{}"}
@@ -222,13 +240,17 @@ def parse_answer(raw: str, allowed: list[str], spec: AnswerSpec) -> dict[str, An
         elif doc not in refs:
             refs.append(doc)
     texts = {name: _as_text(obj.get(name)) for name in spec.text_fields}
+    off_schema = False
+    if spec.kinds.enabled:
+        texts[spec.value] = answer_kinds.value_text(obj.get(spec.value))
+        off_schema = bool(schema) and bool(problems(obj, schema))
     value = texts[spec.value]
     if spec.abstention == "never":
         blank = not value
     else:
         blank = value.lower() in blanks or (spec.blank_without_refs and not refs)
-    return {
-        "valid": True,
+    out = {
+        "valid": not off_schema,
         "answer": texts.get("answer", ""),
         "answer_value": value,
         "ref_id": refs,
@@ -237,6 +259,10 @@ def parse_answer(raw: str, allowed: list[str], spec: AnswerSpec) -> dict[str, An
         "dropped_refs": dropped,
         "fields": json.dumps(texts, ensure_ascii=False),
     }
+    if spec.kinds.enabled:
+        out["off_schema"] = off_schema
+        out["is_blank"] = blank or off_schema
+    return out
 
 
 # -- the rounds ---------------------------------------------------------------------------
@@ -279,9 +305,14 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
     t = templates(cfg, spec)
     by_key = {(r["qid"], r["attempt"]): r for r in contexts.iter_rows(named=True)}
     qrows = {r["qid"]: r for r in questions.iter_rows(named=True)}
+    kind_names = answer_kinds.kind_of(questions, spec.kinds)
+    kind_specs = spec.kinds.specs if spec.kinds.enabled else {}
+    prompt_kinds = {name: (name, answer_kinds.instruction(k, spec.kinds)) for name, k in kind_specs.items()}
     counters = Counters()
     stats = {"invalid": 0, "empty": 0, "truncated": 0, "dropped_refs": 0, "trimmed": 0,
              "trimmed_snippets": 0, "retried": 0, "rounds": 0}
+    if spec.kinds.enabled:
+        stats["off_schema"] = 0
     rows: list[dict[str, Any]] = []
     pending = list(qrows)
     timings_before = dict(getattr(backend, "timings", None) or {})   # prefill/decode split (hf)
@@ -301,7 +332,8 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
                     f"retrieve contexts have no row for qid={qid!r} attempt={attempt}; re-run the "
                     f"retrieve stage (force=[retrieve]) so every question has every attempt"
                 )
-            values = prompt_values(qrows[qid], fields, "")
+            kind = kind_names.get(qid)
+            values = prompt_values(qrows[qid], fields, "", prompt_kinds.get(kind))
             text, kept, dropped_snips, cut = fit_context(
                 backend, t, cfg, blocks=list(c["blocks"] or []), separator=c["separator"] or "",
                 values=values)
@@ -310,19 +342,22 @@ def run_infer(questions: pl.DataFrame, contexts: pl.DataFrame, backend: Backend,
                 stats["trimmed_snippets"] += dropped_snips
             allowed = list(dict.fromkeys((c["block_doc_ids"] or [])[:kept] if text else []))
             messages = build_messages(t, {**values, "context": text})
+            schema = answer_schema(allowed, cfg, spec, kind_specs.get(kind))
             requests.append(ChatRequest(messages=messages, n=cfg.n, temperature=cfg.temperature,
                                         top_p=cfg.top_p, max_tokens=cfg.max_tokens, seed=cfg.seed,
-                                        json_schema=answer_schema(allowed, cfg, spec)))
-            metas.append((qid, allowed, c.get("k"), dropped_snips))
+                                        json_schema=schema))
+            metas.append((qid, allowed, c.get("k"), dropped_snips, schema if kind else None))
         if stats["trimmed"]:
             log.info("round %d: trimmed %d context(s) to fit %s (%d snippet(s) dropped so far)",
                      attempt, stats["trimmed"], backend.identity, stats["trimmed_snippets"])
         samples = generate_cached(backend, requests, cache, counters, cfg.chunk_size)
         next_pending = []
-        for (qid, allowed, k, dropped_snips), ss in zip(metas, samples):
+        for (qid, allowed, k, dropped_snips, schema), ss in zip(metas, samples):
             all_blank = True
             for idx, s in enumerate(ss):
-                parsed = parse_answer(s.text, allowed, spec)
+                parsed = parse_answer(s.text, allowed, spec, schema)
+                if parsed.pop("off_schema", False):
+                    stats["off_schema"] += 1
                 stats["invalid"] += not parsed["valid"]
                 stats["empty"] += not s.text.strip()
                 stats["truncated"] += s.finish_reason == "length"

@@ -24,7 +24,7 @@ import json
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import polars as pl
 
@@ -231,11 +231,13 @@ ANSWER_SCHEMA: dict[str, Any] = {
 
 
 def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None, grouping: Grouping = WATTBOT_GROUPING,
-         keep_surface: bool = False) -> pl.DataFrame:
+         keep_surface: bool = False, by_qid: Mapping[str, Grouping] | None = None) -> pl.DataFrame:
     """Vote over a long table of candidate answers; one output row per qid (first-seen order).
 
     ``grouping`` says which values are the same answer (the task's ``vote.group``; WattBot's
-    canonical values by default); ``keep_surface`` writes the winner as a sample wrote it.
+    canonical values by default); ``by_qid`` overrides it per question (the grouping of each
+    question's answer kind, kohaku.tasks.kinds); ``keep_surface`` writes the winner as a sample
+    wrote it.
 
     candidates: qid str, source_idx int (priority order: lower first), answer_value str,
     ref_id list[str] (or a ref string), answer str, explanation str, is_blank bool. Extra
@@ -252,7 +254,8 @@ def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None, grouping: Grou
         for c in candidates.columns
         if c not in CANDIDATE_COLUMNS and c not in ANSWER_SCHEMA
     }
-    by_qid: dict[str, list[_Cand]] = {}
+    by_qid = by_qid or {}
+    cands_of: dict[str, list[_Cand]] = {}
     for pos, row in enumerate(candidates.to_dicts()):
         src = int(row["source_idx"])
         if cfg.weights is not None:
@@ -265,16 +268,18 @@ def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None, grouping: Grou
         else:
             weight = 1.0
         raw = str(row["answer_value"] if row["answer_value"] is not None else "").strip()
-        value = grouping.parse(raw)
+        qid = str(row["qid"])
+        group = by_qid.get(qid, grouping)
+        value = group.parse(raw)
         refs = parse_ref_list(row["ref_id"])
-        blank = bool(row["is_blank"]) or grouping.blank_raw(raw) or (cfg.canonical and grouping.blank_parsed(value))
-        by_qid.setdefault(str(row["qid"]), []).append(
+        blank = bool(row["is_blank"]) or group.blank_raw(raw) or (cfg.canonical and group.blank_parsed(value))
+        cands_of.setdefault(qid, []).append(
             _Cand(pos, src, weight, raw, value, refs, row, blank)
         )
     rows = []
-    for qid, cands in by_qid.items():
+    for qid, cands in cands_of.items():
         cands.sort(key=lambda c: (c.source, c.pos))
-        rows.append(_vote_one(qid, cands, cfg, extra, grouping, keep_surface))
+        rows.append(_vote_one(qid, cands, cfg, extra, by_qid.get(qid, grouping), keep_surface))
     schema = dict(ANSWER_SCHEMA)
     schema.update(extra)
     if not rows:
@@ -445,12 +450,15 @@ def with_ref_pages(answers: pl.DataFrame, generations: pl.DataFrame, contexts: p
 def vote_generations(generations: pl.DataFrame, questions: pl.DataFrame, documents: pl.DataFrame,
                      cfg: VoteConfig, grouping: Grouping = WATTBOT_GROUPING, keep_surface: bool = False,
                      fallback: str | None = None, value_field: str = "answer_value",
+                     by_qid: Mapping[str, Grouping] | None = None,
                      ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """(answers, summary) from the infer stage's generations. ``grouping`` and ``keep_surface``
-    come from the task's vote; ``fallback`` (a task that never abstains) fills blank answers;
-    ``value_field`` names the task's value field in the answers' ``fields``."""
+    come from the task's vote (``by_qid``: per question, from its answer kind); ``fallback`` (a
+    task that never abstains) fills blank answers; ``value_field`` names the task's value field
+    in the answers' ``fields``."""
     candidates = generations_to_candidates(generations, cfg.n_samples)
-    answers, stats = finalize_answers(vote(candidates, cfg, grouping, keep_surface), questions, documents)
+    voted = vote(candidates, cfg, grouping, keep_surface, by_qid)
+    answers, stats = finalize_answers(voted, questions, documents)
     if stats["n_unanswered"]:
         log.warning("%d question(s) have no generations; written as %s", stats["n_unanswered"],
                     "the fallback" if fallback is not None else "blank")

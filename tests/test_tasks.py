@@ -408,7 +408,7 @@ def test_unknown_registry_name():
     assert ("doc_jaccard, exact_match, llm_judge, na_f1, numeric_match, page_pools, page_prf, "
             "token_f1") in msg
     assert registry.names("group") == ["amounts", "name", "text", "wattbot"]
-    assert registry.names("writer") == ["columns", "wattbot"]
+    assert registry.names("writer") == ["columns", "json", "wattbot"]
     with pytest.raises(ConfigError, match=r"task.vote.group='nowhere_module:fn': cannot import"):
         registry.lookup("group", "nowhere_module:fn", "task.vote.group")
 

@@ -12,7 +12,10 @@ The output of a sample is a function of (request, sample seed): by default
   the SHA-256 of the first image's bytes (same image, same caption; no model reads it);
 - a judge's verdict request (a schema with ``correct``) gets ``{"correct": true}``;
 - another task's answer request (a schema with a string property, a prompt with ``Question:``)
-  gets every field filled by its type (kohaku.tasks);
+  gets every field filled by its type (kohaku.tasks); a field of an answer kind (``anyOf`` its
+  type and the not-answerable token, kohaku.tasks.kinds) gets its type's value: the context's
+  first number, ``true``, a list of one name, the context's first ISO date, or the token where
+  the context has no number or date;
 - anything else gets a JSON echo of the last message's length.
 
 Tests pass their own ``responder(request, sample_seed) -> str`` to script other behaviour.
@@ -36,6 +39,7 @@ Responder = Callable[[ChatRequest, int], str]
 
 _REF = re.compile(r"\[ref_id=([^\]\s]+)\]")
 _NUM = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 
 
 @dataclass
@@ -99,7 +103,7 @@ def default_responder(req: ChatRequest, seed: int) -> str:
                            "answer_value": value, "ref_id": [refs[0]]})
     if "correct" in props:    # an LLM judge's verdict (kohaku.tasks.judge): always "correct"
         return json.dumps({"correct": True})
-    if any(p.get("type") == "string" for p in props.values()) and "Question:" in text:
+    if any(p.get("type") == "string" or "anyOf" in p for p in props.values()) and "Question:" in text:
         return _task_answer(req, text, props, seed)
     return json.dumps({"length": len(text), "seed": seed})
 
@@ -119,9 +123,23 @@ def _task_answer(req: ChatRequest, text: str, props: dict[str, Any], seed: int) 
     value = nums[0] if nums else " ".join(words[:3])
     out: dict[str, Any] = {}
     for name, prop in props.items():
+        token = None
+        if "anyOf" in prop:   # an answer kind: its type, or the not-answerable token
+            token = next((b["enum"][0] for b in prop["anyOf"] if b.get("enum")), None)
+            prop = prop["anyOf"][0]
         kind = prop.get("type")
+        if kind == "number" and not nums and token is not None:
+            out[name] = token
+            continue
+        if "pattern" in prop:      # a date (YYYY-MM-DD)
+            dates = _DATE.findall(body)
+            out[name] = dates[0] if dates or token is None else token
+            if not dates and token is None:
+                out[name] = "2000-01-01"
+            continue
         if kind == "array":
-            out[name] = refs[:1] if "enum" in (prop.get("items") or {}) or name in ref_names else [value]
+            out[name] = refs[:1] if "enum" in (prop.get("items") or {}) or name in ref_names else [
+                value[: (prop.get("items") or {}).get("maxLength", len(value))]]
         elif kind == "number":
             out[name] = float(nums[0]) if nums else 0.0
         elif kind == "boolean":
@@ -131,7 +149,7 @@ def _task_answer(req: ChatRequest, text: str, props: dict[str, Any], seed: int) 
         elif name == "explanation":
             out[name] = f"from {refs[0] if refs else 'the context'} (seed {seed})"
         else:
-            out[name] = value
+            out[name] = value[: prop.get("maxLength", len(value))]
     return json.dumps(out)
 
 

@@ -16,7 +16,7 @@ Each is registered under the name a task YAML uses (:mod:`kohaku.tasks.registry`
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,7 +28,7 @@ from kohaku.config import ConfigError, build
 from kohaku.llm.base import Counters
 from kohaku.submission import answers_to_submission, format_ref_list, write_submission
 from kohaku.metrics import MetricError, ref_score
-from kohaku.tasks import classes, refs
+from kohaku.tasks import classes, documents, refs
 from kohaku.tasks.accounting import (gold_amount, normalize_text, numeric_match, parse_amount,
                                      question_unit, same_amount)
 from kohaku.tasks.judge import JudgeConfig, JudgeItem, judge
@@ -120,6 +120,7 @@ COLUMN_SOURCES: dict[str, Callable[[dict, dict], Any]] = {
     "ref_urls": lambda a, q: list(a["ref_url"] or []),
     "ref_pages": lambda a, q: list(a.get("ref_pages") or []),
     "agreement": lambda a, q: a["agreement"],
+    "kind": lambda a, q: a.get("kind") or "",          # with task.answer.kinds
 }
 
 
@@ -128,7 +129,8 @@ def columns_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submiss
                    path: Path) -> pl.DataFrame:
     """A CSV with ``submission.columns`` (output column -> source), one row per question in
     question order. A source is a fixed name (qid, question, value, answer, explanation, refs,
-    ref_urls, ref_pages, agreement), an answer field of the task, or a question column."""
+    ref_urls, ref_pages, agreement, kind), an answer field of the task, or a question column.
+    Refuses to write a duplicated id or a row that fails ``submission.schema``."""
     fixed = COLUMN_SOURCES
     by_qid = {r["qid"]: r for r in answers.to_dicts()}
     rows = []
@@ -153,10 +155,22 @@ def columns_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submiss
             value = "" if value is None else str(value)
             row[column] = value if value.strip() else spec.blank
         rows.append(row)
+    documents.check_rows(rows, spec, path)
     df = pl.DataFrame(rows, schema={c: pl.String for c in spec.columns})
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, df.write_csv)
     return df
+
+
+@register("writer", "json")
+def json_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: SubmissionSpec,
+                path: Path) -> pl.DataFrame:
+    """``submission.json`` beside ``path`` (kohaku.tasks.documents: the answers as objects, typed
+    values, references as objects; checked against ``submission.schema``), and at ``path`` the
+    flat CSV of ``submission.columns`` that kohaku scores, compares and ensembles."""
+    document = documents.json_document(answers, questions, spec, COLUMN_SOURCES)
+    documents.write_json(document, spec, path.with_name("submission.json"))
+    return columns_writer(answers, questions, replace(spec, schema=None), path)
 
 
 # -- metrics ------------------------------------------------------------------------------

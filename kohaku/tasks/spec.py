@@ -17,6 +17,11 @@ competition by name (lm-evaluation-harness's task YAML is the model). Its parts:
 - ``score``: the scorer (``wattbot``: the competition's metric, exactly; ``components``: a
   weighted sum of named metrics, each over the questions it covers) and the error classes.
 - ``gold``: gold evidence for retrieval evaluation (documents; document + page; text).
+- ``answer.kinds`` (optional): a questions column names each question's kind (number, boolean,
+  name, names, date, text), which picks the value's JSON schema, the prompt's
+  ``{kind_instruction}``, how samples are grouped in the vote, how the value is written and how
+  many cited pages it keeps; a not-answerable token (``N/A``) can be an answer of every kind.
+  A task without kinds behaves as before (:mod:`kohaku.tasks.kinds`).
 
 Named functions are resolved through :mod:`kohaku.tasks.registry`; a task YAML alone defines a
 competition that needs no new code. This module is library code: no Hydra.
@@ -37,8 +42,13 @@ FIELD_TYPES = ("text", "number", "list", "choice", "refs")
 ABSTENTION = ("allowed", "never")
 ORDERS = ("context_first", "question_first")
 REFERENCES = ("doc", "doc_page")
+KIND_TYPES = ("number", "boolean", "name", "names", "date", "text")
+LIST_FORMATS = ("python", "json", "semicolon")
+WRITERS_WITH_COLUMNS = ("columns", "json")
 # Placeholders every answer prompt may use; a task adds its questions.fields.
 BASE_PROMPT_FIELDS = ("context", "question", "qid")
+# ... and, with answer.kinds, the question's kind and its instruction
+KIND_PROMPT_FIELDS = ("kind", "kind_instruction")
 
 
 @dataclass
@@ -51,6 +61,85 @@ class QuestionsSpec:
     def validate(self) -> None:
         if self.format not in FORMATS:
             raise ConfigError(f"task.questions.format={self.format!r}; use one of {', '.join(FORMATS)}")
+
+
+@dataclass
+class KindSpec:
+    """One answer kind of ``answer.kinds.types``: what the value is and how it is handled."""
+
+    type: str                         # number | boolean | name | names | date | text
+    instruction: str | None = None    # the prompt's {kind_instruction}; null: the type's default
+    max_chars: int = 280              # name, names' items and text: maxLength in the schema
+    max_items: int | None = None      # names: maxItems in the schema (null: no limit)
+    max_pages: int | None = None      # references: at most this many cited pages (null: all)
+    similarity: float | None = None   # text: token F1 at which two samples agree; null: the first
+    #                                   non-blank sample wins
+
+    def validate(self) -> None:
+        if self.type not in KIND_TYPES:
+            raise ConfigError(f"type={self.type!r}; use one of {', '.join(KIND_TYPES)}")
+        if self.max_chars < 1:
+            raise ConfigError("max_chars must be >= 1")
+        for key in ("max_items", "max_pages"):
+            if getattr(self, key) is not None and getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be >= 0 or null")
+        if self.similarity is not None and not 0 < self.similarity <= 1:
+            raise ConfigError(f"similarity={self.similarity}; use a token F1 in (0, 1] or null")
+
+
+@dataclass
+class KindsSpec:
+    """``answer.kinds``: per-question answer kinds (kohaku.tasks.kinds). ``column: null`` (the
+    default): no kinds, every question answered with ``answer.fields`` as declared."""
+
+    column: str | None = None         # the questions column naming each question's kind
+    types: dict[str, dict[str, Any]] = field(default_factory=dict)   # kind name -> KindSpec
+    default: str | None = None        # the kind of a question whose cell is empty (null: an error)
+    not_answerable: str | None = None  # e.g. "N/A": an answer of every kind, voted as a value,
+    #                                    never a blank (never retried), written as is
+    write_true: str = "true"          # a boolean as written: true | True | 1 | Yes ...
+    write_false: str = "false"        # (YAML reads a bare true: key as a boolean: hence write_)
+    true_values: list[str] = field(default_factory=lambda: ["true", "yes"])    # read as true
+    false_values: list[str] = field(default_factory=lambda: ["false", "no"])   # (any case)
+    list_format: str = "json"         # names: json ["a", "b"] | python ['a','b'] | semicolon a;b
+
+    @property
+    def enabled(self) -> bool:
+        return self.column is not None
+
+    @property
+    def specs(self) -> dict[str, KindSpec]:
+        out = {}
+        for name, values in self.types.items():
+            where = f"task.answer.kinds.types.{name}"
+            try:
+                out[name] = build(KindSpec, values, where)
+            except ConfigError as exc:
+                raise ConfigError(str(exc) if where in str(exc) else f"{where}: {exc}") from exc
+        return out
+
+    def validate(self) -> None:
+        if not self.enabled:
+            return
+        if not self.types:
+            raise ConfigError("task.answer.kinds.column is set but task.answer.kinds.types is empty; "
+                              "map each kind name of the column to {type: number|boolean|name|names|"
+                              "date|text}")
+        self.specs  # noqa: B018 - builds (validates) every kind
+        if self.default is not None and self.default not in self.types:
+            raise ConfigError(f"task.answer.kinds.default={self.default!r} is not a kind of "
+                              f"task.answer.kinds.types ({', '.join(self.types)})")
+        if self.list_format not in LIST_FORMATS:
+            raise ConfigError(f"task.answer.kinds.list_format={self.list_format!r}; use one of "
+                              f"{', '.join(LIST_FORMATS)}")
+        truth = {v.strip().lower() for v in self.true_values} | {self.write_true.strip().lower()}
+        falsity = {v.strip().lower() for v in self.false_values} | {self.write_false.strip().lower()}
+        if truth & falsity or not self.write_true.strip() or not self.write_false.strip():
+            raise ConfigError(f"task.answer.kinds: true ({self.write_true!r}, {self.true_values}) and "
+                              f"false ({self.write_false!r}, {self.false_values}) must be non-empty and "
+                              "distinct")
+        if self.not_answerable is not None and not self.not_answerable.strip():
+            raise ConfigError("task.answer.kinds.not_answerable is empty; give the token (e.g. N/A) or null")
 
 
 @dataclass
@@ -67,6 +156,14 @@ class AnswerSpec:
     blank_values: list[str] = field(default_factory=lambda: list(MODEL_BLANK_TOKENS))
     blank_without_refs: bool = True   # a sample that cites no document is blank
     fallback: str = ""                # abstention=never: the answer written when no sample gave one
+    kinds: KindsSpec = field(default_factory=KindsSpec)   # per-question kinds (off by default)
+
+    @property
+    def abstain_values(self) -> list[str]:
+        """``blank_values`` without the not-answerable token, which is an answer
+        (``kinds.not_answerable``)."""
+        token = (self.kinds.not_answerable or "").strip().lower() if self.kinds.enabled else None
+        return [b for b in self.blank_values if token is None or b.strip().lower() != token]
 
     @property
     def scoring_only(self) -> bool:
@@ -114,6 +211,7 @@ class AnswerSpec:
                 raise ConfigError(f"task.answer.prompts.{order}: unknown prompt order; use {', '.join(ORDERS)}")
             if set(pair) != {"system", "user"}:
                 raise ConfigError(f"task.answer.prompts.{order} needs exactly the keys system and user")
+        self.kinds.validate()
 
     @property
     def text_fields(self) -> list[str]:
@@ -135,17 +233,39 @@ class SubmissionSpec:
     columns: dict[str, str] = field(default_factory=dict)
     list_format: str = "python"       # python ['a','b'] | json ["a","b"] | semicolon a;b
     blank: str = "is_blank"           # the cell of a field with no value
+    # json writer (kohaku.tasks.documents): submission.json, a document of the answers; the flat
+    # submission.csv of `columns` is written beside it (what kohaku scores and compares)
+    document: dict[str, Any] = field(default_factory=dict)   # constant top-level keys (team, ...)
+    answers_key: str = "answers"      # the top-level key holding the list of answer objects
+    answer: dict[str, str] = field(default_factory=dict)     # answer object key -> source
+    reference: dict[str, str] = field(default_factory=dict)  # reference object key -> doc_id,
+    #                                   page or a column of the metadata file
+    page_base: int = 1                # 0: reference pages counted from 0 (page_index); 1: from 1
+    metadata: str | None = None       # CSV with an id column and the reference columns, relative
+    #                                   to corpus.root; null: corpus.metadata
+    schema: str | None = None         # JSON schema file the document (json) or each row (columns)
+    #                                   must pass before it is written (kohaku.schema_check)
 
     def validate(self) -> None:
-        if self.list_format not in ("python", "json", "semicolon"):
+        if self.list_format not in LIST_FORMATS:
             raise ConfigError(f"task.submission.list_format={self.list_format!r}; use python, json or semicolon")
-        if self.writer == "columns":
+        if self.writer in WRITERS_WITH_COLUMNS:
             if not self.columns:
-                raise ConfigError("task.submission.writer=columns needs task.submission.columns "
-                                  "(output column -> source)")
+                raise ConfigError(f"task.submission.writer={self.writer} needs task.submission.columns "
+                                  "(output column -> source; the json writer's flat submission.csv)")
             if "qid" not in self.columns.values():
                 raise ConfigError("task.submission.columns must write the question id (a column "
                                   "whose source is qid)")
+        if self.writer == "json":
+            if not self.answer or "qid" not in self.answer.values():
+                raise ConfigError("task.submission.writer=json needs task.submission.answer (answer "
+                                  "object key -> source) with the question id (source qid)")
+            if "references" in self.answer.values() and not self.reference:
+                raise ConfigError("task.submission.answer names references but task.submission.reference "
+                                  "is empty; give the reference object's keys, e.g. {pdf_sha1: "
+                                  "pdf_sha1, page_index: page}")
+        if self.page_base not in (0, 1):
+            raise ConfigError(f"task.submission.page_base={self.page_base}; use 0 or 1")
 
 
 @dataclass
@@ -230,16 +350,20 @@ class Task:
 
     def validate(self) -> None:
         self.answer.validate()
+        self.submission.validate()
         if self.references not in REFERENCES:
             raise ConfigError(f"task.references={self.references!r}; use one of {', '.join(REFERENCES)}")
-        allowed = (*BASE_PROMPT_FIELDS, *self.questions.fields)
+        if self.submission.reference and self.references != "doc_page":
+            raise ConfigError("task.submission.reference (pages as objects) needs task.references=doc_page")
+        allowed = self.prompt_fields
         for order, pair in self.answer.prompts.items():
             for part, text in pair.items():
                 check_template(text, allowed, f"task.answer.prompts.{order}.{part}")
 
     @property
     def prompt_fields(self) -> tuple[str, ...]:
-        return (*BASE_PROMPT_FIELDS, *self.questions.fields)
+        kinds = KIND_PROMPT_FIELDS if self.answer.kinds.enabled else ()
+        return (*BASE_PROMPT_FIELDS, *kinds, *self.questions.fields)
 
 
 def build_task(values: Any, where: str = "task") -> Task:

@@ -11,6 +11,7 @@ in a step and :meth:`RowSampler.accept` with the token each row got.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,9 @@ def minimal_instance(schema: dict[str, Any]) -> Any:
     """The smallest value a JSON schema accepts (required keys only, empty strings and lists)."""
     if "enum" in schema and schema["enum"]:
         return schema["enum"][0]
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    if branches:   # the branch whose smallest instance is shortest (an answer kind or its token)
+        return min((minimal_instance(b) for b in branches), key=lambda v: len(json.dumps(v)))
     kind = schema.get("type")
     if kind == "object":
         props = schema.get("properties", {})

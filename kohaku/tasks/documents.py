@@ -1,0 +1,167 @@
+"""Submissions as JSON documents and references as objects (``task.submission.writer: json``).
+
+A competition that takes a JSON document gets ``submission.json``::
+
+    {<submission.document's constant keys>,
+     <answers_key>: [{<submission.answer: key -> source>}, ...]}     # question order
+
+Answer object sources: ``qid``, ``question``, ``value`` (the value as written in the CSV),
+``typed_value`` (a JSON number, boolean, list, date string, or the not-answerable token, from
+the question's answer kind; the written text without kinds), ``kind``, ``references`` (objects,
+below), ``refs``, ``ref_pages``, ``answer``, ``explanation``, ``agreement``, any answer field,
+any questions column.
+
+A reference object has ``submission.reference``'s keys, each from ``doc_id``, ``page`` (the
+cited page, counted from ``submission.page_base``: 0 for a ``page_index``) or a column of the
+reference table (``submission.metadata``, else the corpus metadata; e.g. a document's
+``pdf_sha1``). The pages are the answer's ``ref_pages`` (the context blocks of the cited
+documents, deduplicated, cut to the kind's ``max_pages``: kohaku.tasks.kinds.limit_pages).
+
+Before writing, the document must pass ``submission.schema`` (a JSON schema file,
+kohaku.schema_check); the columns writer checks each row against it the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from kohaku import csvfile
+from kohaku.artifacts import atomic_write
+from kohaku.config import ConfigError
+from kohaku.schema_check import load_schema, problems
+from kohaku.submission import SubmissionError
+from kohaku.tasks.spec import SubmissionSpec
+
+REFERENCE_SOURCES = ("doc_id", "page")
+
+
+def metadata_columns(spec: SubmissionSpec) -> list[str]:
+    """The reference table's columns the reference objects use (none: no table is read)."""
+    return [s for s in spec.reference.values() if s not in REFERENCE_SOURCES]
+
+
+def read_reference_table(path: str | Path, spec: SubmissionSpec) -> dict[str, dict[str, str]]:
+    """doc id -> its row of the reference table (``id`` and the columns the references use);
+    errors name the file and the missing column."""
+    df = csvfile.read_csv_strings(path, "reference metadata", SubmissionError)
+    need = ["id", *metadata_columns(spec)]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise SubmissionError(f"{path}: no column(s) {missing} for task.submission.reference "
+                              f"({spec.reference}); the file has {df.columns}")
+    return {r["id"].strip(): r for r in df.select(need).to_dicts()}
+
+
+def split_page(ref: str) -> tuple[str, int]:
+    """``doc:page`` (a ``ref_pages`` item) -> (doc, page counted from 1)."""
+    doc, _, page = ref.rpartition(":")
+    return doc, int(page)
+
+
+def with_references(answers: pl.DataFrame, table: dict[str, dict[str, str]] | None,
+                    spec: SubmissionSpec) -> pl.DataFrame:
+    """``references``: each answer's ``ref_pages`` as a JSON list of objects with
+    ``submission.reference``'s keys; a document missing from the table is an error naming it."""
+    out = []
+    for qid, pages in answers.select("qid", "ref_pages").iter_rows():
+        refs = []
+        for item in pages or []:
+            doc, page = split_page(item)
+            obj: dict[str, Any] = {}
+            for key, source in spec.reference.items():
+                if source == "doc_id":
+                    obj[key] = doc
+                elif source == "page":
+                    obj[key] = page - 1 + spec.page_base
+                else:
+                    row = (table or {}).get(doc)
+                    if row is None:
+                        raise SubmissionError(f"question {qid!r} cites document {doc!r}, which the "
+                                              "reference table (task.submission.metadata) lacks; add "
+                                              "its row")
+                    obj[key] = row[source]
+            refs.append(obj)
+        out.append(json.dumps(refs, ensure_ascii=False))
+    return answers.with_columns(pl.Series("references", out, dtype=pl.String))
+
+
+def _source(source: str, a: dict[str, Any], q: dict[str, Any], fields: dict[str, Any],
+            fixed: dict[str, Any]) -> Any:
+    if source == "typed_value":
+        return json.loads(a["value_json"]) if a.get("value_json") else (
+            None if a["is_blank"] else a["answer_value"])
+    if source == "references":
+        return json.loads(a.get("references") or "[]")
+    if source == "kind":
+        return a.get("kind") or ""
+    if source in fixed:
+        return fixed[source](a, q)
+    if source in fields:
+        return fields[source]
+    if source in q:
+        return q[source]
+    raise ConfigError(f"task.submission.answer: source {source!r} is no answer field, question "
+                      f"column or one of typed_value, references, kind, {', '.join(fixed)}")
+
+
+def json_document(answers: pl.DataFrame, questions: pl.DataFrame, spec: SubmissionSpec,
+                  fixed: dict[str, Any]) -> dict[str, Any]:
+    """The submission document (question order); ``fixed`` are the columns writer's named
+    sources (kohaku.tasks.builtin.COLUMN_SOURCES)."""
+    by_qid = {r["qid"]: r for r in answers.to_dicts()}
+    items = []
+    for q in questions.to_dicts():
+        a = by_qid[q["qid"]]
+        fields = json.loads(a.get("fields") or "{}")
+        items.append({key: _source(src, a, q, fields, fixed) for key, src in spec.answer.items()})
+    return {**spec.document, spec.answers_key: items}
+
+
+def schema_path(value: str) -> Path:
+    """``submission.schema`` as a path: absolute; else under conf/task/ where it is there, else
+    relative to the working directory."""
+    from kohaku.tasks import TASK_DIR
+
+    path = Path(value).expanduser()
+    if path.is_absolute() or not (TASK_DIR / path).is_file():
+        return path
+    return TASK_DIR / path
+
+
+def check_schema(instances: list[tuple[str, Any]], spec: SubmissionSpec, path: Path) -> None:
+    """Refuse to write unless every ``(what, instance)`` passes ``submission.schema`` (no
+    schema: nothing checked); the error names the file, the instance and the JSON path."""
+    if not spec.schema:
+        return
+    file = schema_path(spec.schema)
+    schema = load_schema(file, "task.submission.schema")
+    for what, instance in instances:
+        bad = problems(instance, schema)
+        if bad:
+            raise SubmissionError(f"{path}: refusing to write a {what} that does not follow {file}: "
+                                  + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""))
+
+
+def write_json(document: dict[str, Any], spec: SubmissionSpec, path: Path) -> Path:
+    """``document`` as indented UTF-8 JSON at ``path``, after the schema check."""
+    check_schema([("submission document", document)], spec, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def check_rows(rows: list[dict[str, str]], spec: SubmissionSpec, path: Path) -> None:
+    """The columns writer's checks: one row per question id, each row passing
+    ``submission.schema`` (an object of string cells)."""
+    id_col = next(c for c, s in spec.columns.items() if s == "qid")
+    seen: dict[str, int] = {}
+    for i, row in enumerate(rows, start=1):
+        if row[id_col] in seen:
+            raise SubmissionError(f"{path}: rows {seen[row[id_col]]} and {i}, column {id_col!r}: "
+                                  f"duplicate id {row[id_col]!r}")
+        seen[row[id_col]] = i
+    check_schema([(f"row {i} (id {row[id_col]!r})", row) for i, row in enumerate(rows, start=1)], spec, path)
