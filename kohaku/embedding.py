@@ -104,6 +104,11 @@ class EmbedConfig:
     # none by default: at 2,000 tokens title_section lifts FinanceBench's shared store (doc recall
     # 0.750 -> 0.958, page 0.396 -> 0.500) but lowers WattBot's evidence recall (0.871 -> 0.842)
     context: str = "none"
+    # a table row is encoded with its table's title and column header in front (the section's
+    # heading, the nearest line above naming the years: kohaku/tree/rows.py), so "Purchases of
+    # property, plant and equipment | (1,577)" is matched under "Statement of Cash Flows" and
+    # "2018"; prose is encoded as it is
+    row_context: bool = True
 
     def validate(self) -> None:
         if self.parents not in AGGREGATES:
@@ -837,8 +842,10 @@ def context_template(spec: str, key: str = "embed.context") -> str | None:
     return spec
 
 
-def context_texts(nodes: pl.DataFrame, spec: str = "none", key: str = "embed.context") -> list[str]:
-    """Each node's text with its document context in front (``spec``: see EmbedConfig.context).
+def context_texts(nodes: pl.DataFrame, spec: str = "none", key: str = "embed.context",
+                  rows: bool = False) -> list[str]:
+    """Each node's text with its document context in front (``spec``: see EmbedConfig.context)
+    and, with ``rows``, a table row's title and column header (kohaku.tree.rows.row_prefixes).
 
     ``none`` gives the texts unchanged. Otherwise a node below the document gets the prefix the
     template makes of its document's title (the level-0 node's text, else the doc_id), its
@@ -846,6 +853,10 @@ def context_texts(nodes: pl.DataFrame, spec: str = "none", key: str = "embed.con
     title alone) and doc_id; a document node gets its context line alone (title and doc_id,
     no section), so it is matched by what names the document."""
     texts = nodes["text"].cast(pl.String).fill_null("").to_list()
+    if rows and nodes.height:
+        from kohaku.tree.rows import row_prefixes
+
+        texts = [prefix + text for prefix, text in zip(row_prefixes(nodes), texts)]
     template = context_template(spec, key)
     if template is None or nodes.height == 0:
         return texts
@@ -898,7 +909,7 @@ def embed_nodes(
     prow, has_children = node_arrays(nodes)
     levels = nodes["level"].to_numpy().astype(np.int64)
     texts = nodes["text"].fill_null("").to_list()
-    encoded = context_texts(nodes, cfg.context)  # the texts themselves when context is none
+    encoded = context_texts(nodes, cfg.context, rows=cfg.row_context)
     encode_mask = ~has_children
     if cfg.parents == "direct":
         nonempty = np.array([bool(t.strip()) for t in texts])

@@ -408,6 +408,12 @@ def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
                          "mean_docs": round(float(c0["doc_ids"].list.len().mean() or 0), 2),
                          "retrieve_s": round(seconds, 2)})
             log.info("%s @%d: %s", store, budget, rows[-1])
+            if args.by:  # the same figures for each value of a questions column
+                groups = per_q.join(questions.select("qid", pl.col(args.by).cast(pl.String).alias("group")),
+                                    on="qid", how="left")
+                for (value,), part in sorted(groups.group_by("group"), key=lambda g: str(g[0][0])):
+                    rows.append({"store": store, "budget": budget, "group": f"{args.by}={value}",
+                                 **recall_summary(part.drop("group"))})
     return pl.DataFrame(rows)
 
 
@@ -640,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="shared: every document (retrieve.doc_prior off); prior: every document, "
                         "retrieve.doc_prior on; single: retrieve.restrict_column=--restrict-column")
     r.add_argument("--restrict-column", help="questions column naming each question's documents")
+    r.add_argument("--by", help="also print the figures for each value of this questions column "
+                                "(e.g. question_type)")
     args = p.parse_args(argv)
     args.data_given = any(a == "--data" or a.startswith("--data=") for a in (argv or sys.argv[1:]))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -664,7 +672,8 @@ def main(argv: list[str] | None = None) -> int:
         table = retrieve_again(args)
         print(f"\nplanner {args.planner}, {args.questions_file} (per question: "
               f"{Path(args.out)}/gold_<store>_<budget>.parquet)")
-        print_and_save(table.select(GOLD_COLUMNS), Path(args.out) / "gold_recall.csv")
+        columns = GOLD_COLUMNS if "group" not in table.columns else ["store", "budget", "group", *GOLD_COLUMNS[2:]]
+        print_and_save(table.select(columns), Path(args.out) / "gold_recall.csv")
         return 0
 
     spec = gold_spec(args)

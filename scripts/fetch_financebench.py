@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Lay out a kohaku corpus from a local copy of the public FinanceBench repository.
 
-    python scripts/fetch_financebench.py SRC OUT [--docs N] [--max-pages P] [--doc-list FILE]
+    python scripts/fetch_financebench.py SRC OUT [--docs N] [--max-pages P] [--doc-list FILE] [--page-budget P]
 
 SRC is a clone of https://github.com/patronus-ai/financebench: either a normal checkout
 (``data/*.jsonl``, ``pdfs/*.pdf``) or a git directory without a work tree (a bare clone or mirror;
@@ -21,8 +21,9 @@ OUT gets:
   gold section says ``page_base: 0``).
 
 A subset of filings: ``--doc-list FILE`` (one doc_name a line), ``--max-pages P`` (filings of at
-most P pages), ``--docs N`` (the N smallest by page count, ties by name); always only filings
-that have questions. Missing PDFs (a snapshot may lack some) are listed with the questions
+most P pages), ``--docs N`` (the N smallest by page count, ties by name), ``--page-budget P``
+(the filings with the most questions per page, while their pages add up to at most P); always
+only filings that have questions. Missing PDFs (a snapshot may lack some) are listed with the questions
 dropped for them. The gold pages are checked on up to ``--verify`` evidence items: the evidence
 text must be contained in the text of its 0-based page (kohaku.retrieval.gold.text_containment
 >= 0.8); the script prints how many were checked and where they matched.
@@ -175,9 +176,12 @@ def metadata_row(info: dict) -> dict:
 
 
 def select_docs(pages: dict[str, int], n_docs: int | None, max_pages: int | None,
-                doc_list: list[str] | None) -> list[str]:
+                doc_list: list[str] | None, page_budget: int | None = None,
+                n_questions: dict[str, int] | None = None) -> list[str]:
     """The filings kept: in ``doc_list`` (when given), of at most ``max_pages`` pages, then the
-    ``n_docs`` smallest by page count (ties by name); sorted by name."""
+    ``n_docs`` smallest by page count (ties by name), or with ``page_budget`` the filings with
+    the most questions per page first (ties: fewer pages, then name), each taken while the
+    pages so far fit the budget (one that does not fit is passed over); sorted by name."""
     names = sorted(pages)
     if doc_list is not None:
         names = [n for n in names if n in set(doc_list)]
@@ -185,6 +189,14 @@ def select_docs(pages: dict[str, int], n_docs: int | None, max_pages: int | None
         names = [n for n in names if pages[n] <= max_pages]
     if n_docs is not None:
         names = sorted(names, key=lambda n: (pages[n], n))[:n_docs]
+    if page_budget is not None:
+        counts = n_questions or {}
+        ranked = sorted(names, key=lambda n: (-counts.get(n, 0) / max(pages[n], 1), pages[n], n))
+        names, used = [], 0
+        for n in ranked:
+            if used + pages[n] <= page_budget:
+                names.append(n)
+                used += pages[n]
     return sorted(names)
 
 
@@ -232,7 +244,7 @@ def verify_pages(out: Path, evidence: list[dict], limit: int) -> dict[str, int]:
 
 def fetch(src: str | Path, out: str | Path, n_docs: int | None = None,
           max_pages: int | None = None, doc_list: list[str] | None = None,
-          verify: int = 20) -> dict:
+          verify: int = 20, page_budget: int | None = None) -> dict:
     source = Source.open(src)
     out = Path(out)
     questions = source.jsonl(QUESTIONS)
@@ -251,14 +263,15 @@ def fetch(src: str | Path, out: str | Path, n_docs: int | None = None,
         gone = sorted(set(doc_list) & set(missing))
         if gone:
             print(f"--doc-list names {len(gone)} filing(s) whose PDF is missing: {', '.join(gone)}")
-    subset = n_docs is not None or max_pages is not None
+    subset = n_docs is not None or max_pages is not None or page_budget is not None
     pages: dict[str, int] = {}
     for d in present:
         if doc_list is None or d in doc_list:
             pages[d] = page_count(source.read(f"pdfs/{d}.pdf")) if subset else -1
-    keep = select_docs(pages, n_docs, max_pages, doc_list)
+    n_questions = {d: sum(1 for q in questions if q["doc_name"] == d) for d in pages}
+    keep = select_docs(pages, n_docs, max_pages, doc_list, page_budget, n_questions)
     if not keep:
-        raise FetchError("no filing left after --docs/--max-pages/--doc-list")
+        raise FetchError("no filing left after --docs/--max-pages/--doc-list/--page-budget")
     (out / "pdfs").mkdir(parents=True, exist_ok=True)
     for d in keep:
         source.copy(f"pdfs/{d}.pdf", out / "pdfs" / f"{d}.pdf")
@@ -295,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--docs", type=int, help="keep the N smallest filings (by page count)")
     p.add_argument("--max-pages", type=int, help="keep filings of at most P pages")
     p.add_argument("--doc-list", type=Path, help="file with one doc_name a line")
+    p.add_argument("--page-budget", type=int,
+                   help="keep the filings with the most questions per page while their pages fit P")
     p.add_argument("--verify", type=int, default=20,
                    help="evidence items whose page is checked against the PDF text (0: none)")
     args = p.parse_args(argv)
@@ -302,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.doc_list:
         doc_list = [x.strip() for x in args.doc_list.read_text().splitlines()
                     if x.strip() and not x.startswith("#")]
-    fetch(args.src, args.out, args.docs, args.max_pages, doc_list, args.verify)
+    fetch(args.src, args.out, args.docs, args.max_pages, doc_list, args.verify, args.page_budget)
     return 0
 
 

@@ -11,7 +11,8 @@ For each (question, attempt) the first ``pool`` nodes of the fused ranking are r
     score = rank_weight * 1 / (1 + rank / rank_scale)          (the fused order as a prior)
           + dense_weight * cosine(question, node)              (query 0's vector)
           + term_weight  * idf share of the question's terms in the node
-          + context_weight * the same over the node's paragraph (a table row's header)
+          + context_weight * the same over the node's paragraph, its section title and, for a
+                             table row, its table's title and column header (kohaku.tree.rows)
           + entity_weight  * share of the question's distinctive tokens (GPT-4, H100, 2023,
                              'quoted titles') in the node or its paragraph
           + unit_weight    * [the node holds a number followed by the asked unit or a synonym]
@@ -63,6 +64,11 @@ class EvidenceConfig:
     unit_weight: float = 0.25  # a number followed by the asked unit (or a synonym)
     number_weight: float = 0.5  # any number, when the answer unit is numeric
     doc_weight: float = 1.0  # the node's document is named by the question
+    # the document's own names of what the question asks for (kohaku/retrieval/lexicon.py:
+    # "cash flow statement" -> "statements of cash flows", "capex" -> "purchases of property,
+    # plant and equipment"): idf share of their words in the node or its context, per entry
+    lexicon: str = "finance"  # finance | none
+    lexicon_weight: float = 1.0
     # a pooled paragraph or section is replaced by its leaves (ranked at its place), so the
     # context gets its best sentences with their neighbours rather than the whole node
     leaves: bool = False
@@ -76,6 +82,10 @@ class EvidenceConfig:
     keep_tail: bool = False
 
     def validate(self) -> None:
+        from kohaku.retrieval.lexicon import LEXICONS
+
+        if self.lexicon not in LEXICONS:
+            raise ValueError(f"evidence.lexicon={self.lexicon!r}: use one of {', '.join(LEXICONS)}")
         if self.pool < 0:
             raise ValueError(f"evidence.pool={self.pool}: use 0 (off) or a number of ranked nodes")
         if self.rank_scale <= 0:
@@ -351,7 +361,8 @@ class EvidenceScorer:
                  sections: Sequence[str] | None = None,
                  leaves_of: Callable[[int], Sequence[int]] | None = None,
                  neighbours: Sequence[tuple[int, int]] | None = None,
-                 row_terms: Sequence[frozenset[str]] | None = None) -> None:
+                 row_terms: Sequence[frozenset[str]] | None = None,
+                 header_terms: Sequence[frozenset[str]] | None = None) -> None:
         n = len(texts)
         self.texts = texts
         self.context_of = np.asarray(context_of, np.int64)  # row -> its context row (paragraph)
@@ -370,6 +381,8 @@ class EvidenceScorer:
         secs = sections or [""] * n
         sec_terms = {sec: terms(sec) for sec in set(secs)}
         self.section_terms = Postings(sec_terms[sec] for sec in secs)
+        # a table row's title and column header (kohaku.tree.rows): part of its context
+        self.header_terms = Postings(header_terms if header_terms is not None else [frozenset()] * n)
         df: Counter[str] = Counter()
         n_idf = 0
         leaf_rows = [int(r) for r in leaf_rows]  # idf is taken over the leaves
@@ -408,8 +421,11 @@ class EvidenceScorer:
             row_terms[r] = frozenset(terms(view.text[r]))
         for c in sorted({c for c in context_of if has_children[c]}):
             row_terms[c] = frozenset().union(*(row_terms[k] for k in view.children[c].tolist()))
+        from kohaku.tree.rows import row_prefixes
+
+        header_terms = [frozenset(terms(prefix)) if prefix else frozenset() for prefix in row_prefixes(view.nodes)]
         return cls(view.text, view.doc_id, context_of, leaves, vectors, titles, view.section,
-                   view.leaves_of, neighbours, row_terms)
+                   view.leaves_of, neighbours, row_terms, header_terms)
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)
@@ -455,13 +471,13 @@ class EvidenceScorer:
         return [int(r) for r in np.flatnonzero(keep) if int(r) not in have]
 
     def features(self, question: str, answer_unit: str | None, rows: Sequence[int],
-                 qvec: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                 qvec: np.ndarray | None = None, lexicon: str = "none") -> dict[str, np.ndarray]:
         """Feature arrays (one value per row in ``rows``): dense, term, context, window, entity,
         unit, number, doc (see the module docstring)."""
         r = np.asarray(rows, np.int64)
         n = len(r)
         f = {k: np.zeros(n, np.float64) for k in
-             ("dense", "term", "context", "window", "entity", "unit", "number", "doc")}
+             ("dense", "term", "context", "window", "entity", "unit", "number", "doc", "lexicon")}
         if not n:
             return f
         ctx, prev, nxt = self.context_of[r], self.prev[r], self.next[r]
@@ -471,10 +487,22 @@ class EvidenceScorer:
             m = self.terms.mask(t)
             own = m[r]
             f["term"] += w * own
-            f["context"] += w * (m[ctx] | self.section_terms.mask(t)[r])
+            f["context"] += w * (m[ctx] | self.section_terms.mask(t)[r] | self.header_terms.mask(t)[r])
             f["window"] += w * (own | m[prev] | m[nxt])
         for k in ("term", "context", "window"):
             f[k] /= total
+        from kohaku.retrieval.lexicon import expansions
+
+        names = expansions(question, lexicon)
+        for text in names:   # each entry: the idf share of its words in the node or its context
+            ws = {t: self.idf(t) for t in terms(text)}
+            share = np.zeros(n, np.float64)
+            for t, w in ws.items():
+                m = self.terms.mask(t)
+                share += w * (m[r] | m[ctx] | self.section_terms.mask(t)[r] | self.header_terms.mask(t)[r])
+            f["lexicon"] += share / (sum(ws.values()) or 1.0)
+        if names:
+            f["lexicon"] /= len(names)
         ents = question_entities(question)
         for e in ents:
             if " " not in e:  # one word (words() keeps gpt-4.1 whole): the term index
@@ -532,7 +560,8 @@ class EvidenceScorer:
         return (cfg.dense_weight * f["dense"] + cfg.term_weight * f["term"]
                 + cfg.context_weight * f["context"] + cfg.window_weight * f["window"]
                 + cfg.entity_weight * f["entity"] + cfg.unit_weight * f["unit"]
-                + cfg.number_weight * f["number"] + cfg.doc_weight * f["doc"])
+                + cfg.number_weight * f["number"] + cfg.doc_weight * f["doc"]
+                + cfg.lexicon_weight * f["lexicon"])
 
     def rescore_many(self, question: str, answer_unit: str | None,
                      rankings: Mapping[Any, Sequence[int]], cfg: EvidenceConfig,
@@ -542,7 +571,7 @@ class EvidenceScorer:
         pools = {k: self._pool(question, rows, cfg) for k, rows in rankings.items()}
         union = sorted({r for pool, _ in pools.values() for r in pool})
         where = {r: i for i, r in enumerate(union)}
-        evidence = self._evidence(self.features(question, answer_unit, union, qvec), cfg)
+        evidence = self._evidence(self.features(question, answer_unit, union, qvec, cfg.lexicon), cfg)
         out = {}
         for k, rows in rankings.items():
             pool, ranks = pools[k]

@@ -46,6 +46,8 @@ class IndexConfig:
     # document context in the BM25 text of each node, as embed.context: none | title |
     # title_section | a format string with {title}, {section}, {doc_id}
     bm25_context: str = "none"
+    # a table row's BM25 text carries its table's title and column header, as embed.row_context
+    bm25_row_context: bool = True
 
     def validate(self) -> None:
         if self.kind not in ("hnsw", "exact"):
@@ -247,7 +249,7 @@ def write_index(
                          "same order; recompute the embed stage (force=[embed])")
     vectors = embeddings["vector"].rechunk().to_numpy()
     dim = int(vectors.shape[1]) if vectors.ndim == 2 else 0
-    texts = context_texts(nodes, cfg.bm25_context, "index.bm25_context") if cfg.bm25 else []
+    texts = context_texts(nodes, cfg.bm25_context, "index.bm25_context", cfg.bm25_row_context) if cfg.bm25 else []
     meta: dict = {"kind": cfg.kind, "space": "ip", "dim": dim, "levels": list(cfg.levels),
                   "ef": cfg.ef, "counts": {}, "bm25": bool(cfg.bm25),
                   "bm25_stemmer": cfg.bm25_stemmer if _stemmer(cfg.bm25_stemmer) else None}
