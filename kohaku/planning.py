@@ -27,6 +27,7 @@ from kohaku.config import ConfigError
 from kohaku.llm.base import Backend, ChatRequest, Counters
 from kohaku.llm.cache import GenerationCache, generate_cached
 from kohaku.prompts import PLANNER_FIELDS, check_template, render
+from kohaku.retrieval.lexicon import expansions
 from kohaku.text.json_text import first_json_object
 
 log = logging.getLogger("kohaku.plan")
@@ -62,12 +63,21 @@ class PlannerConfig:
     max_tokens: int = 256  # room for the JSON list
     max_query_chars: int = 160          # maxLength of each query in the schema
     generation_cache: bool = True  # reuse planner outputs under <cache.dir>/llm/
+    # one more query for a question that names what a document calls otherwise: the document's
+    # names (kohaku/retrieval/lexicon.py: "cash flow statement" -> "statements of cash flows",
+    # "capex" -> "purchases of property, plant and equipment"), source "lexicon", on top of
+    # n_queries; a question naming none of the lexicon's words gets none. finance | none
+    lexicon: str = "finance"
 
     def validate(self) -> None:
         if self.kind not in KINDS:
             raise ConfigError(f"planner.kind={self.kind!r}; choose one of {', '.join(KINDS)}")
         if self.n_queries < 1:
             raise ConfigError("planner.n_queries must be >= 1 (query 0 is the question)")
+        from kohaku.retrieval.lexicon import LEXICONS
+
+        if self.lexicon not in LEXICONS:
+            raise ConfigError(f"planner.lexicon={self.lexicon!r}; choose one of {', '.join(LEXICONS)}")
         if self.kind == "llm":
             if not self.llm:
                 raise ConfigError("planner.kind=llm needs planner.llm (conf/planner/llm.yaml sets llm: ${llm})")
@@ -281,6 +291,10 @@ def plan_queries(questions: pl.DataFrame, cfg: PlannerConfig, nodes: pl.DataFram
         for i, q in enumerate(kept):
             rows.append({"qid": qid, "query_idx": i, "query": q,
                          "source": "question" if i == 0 else source[q.lower()]})
+        names = expansions(kept[0], cfg.lexicon) if kept else []
+        if names:
+            rows.append({"qid": qid, "query_idx": len(kept), "query": f"{kept[0]} {'; '.join(names)}",
+                         "source": "lexicon"})
     table = pl.DataFrame(rows, schema=QUERIES_SCHEMA)
     summary["queries"] = table.height
     summary["queries_per_question"] = round(table.height / max(len(qids), 1), 3)

@@ -1,7 +1,8 @@
 """Table rows matched with their title and column header (kohaku/tree/rows.py), the accounting
-lexicon (kohaku/retrieval/lexicon.py) and both in the evidence rescoring, on hand-made
-documents: a statement page outranks a narrative page that mentions the same words without
-the figures; a question naming no statement is ranked as before."""
+lexicon (kohaku/retrieval/lexicon.py) in the evidence rescoring and as a planner query, and
+table pages first (kohaku/retrieval/pages.py), on hand-made documents: a statement page
+outranks a narrative page that mentions the same words without the figures; a question naming
+no statement is ranked as before."""
 
 from __future__ import annotations
 
@@ -81,9 +82,11 @@ def test_a_row_that_names_its_years_takes_no_header():
 @pytest.mark.parametrize("question, expected", [
     ("What is the FY2018 capital expenditure amount (in USD millions) for 3M? Give a response to the question "
      "by relying on the details shown in the cash flow statement.",
-     ["statements of cash flows", "purchases of property plant and equipment capital expenditures"]),
+     ["statements of cash flows",
+      "statements of cash flows purchases of property plant and equipment capital expenditures"]),
     ("Using the P&L statement, what is the gross margin?",
-     ["statements of operations income earnings", "gross profit net sales cost of sales"]),
+     ["statements of operations income earnings",
+      "statements of operations income gross profit net sales cost of sales"]),
     ("How much energy does training GPT-3 use?", []),
     ("What is the balance sheet total?", ["balance sheets financial position"]),
 ])
@@ -115,3 +118,31 @@ def test_a_question_naming_no_statement_is_ranked_as_before():
     question = "How many plants did Acme invest in?"
     assert expansions(question) == []
     assert _rank(nodes, question, EvidenceConfig()) == _rank(nodes, question, EvidenceConfig(lexicon="none"))
+
+
+def test_the_lexicon_query_follows_the_question():
+    from kohaku.planning import PlannerConfig, plan_queries
+
+    questions = pl.DataFrame({"qid": ["a", "b"], "question": ["What was the capex in 2018?", "Who founded Acme?"],
+                              "answer_unit": ["", ""]})
+    table, _ = plan_queries(questions, PlannerConfig())
+    assert table.select("qid", "query_idx", "source").rows() == [("a", 0, "question"), ("a", 1, "lexicon"),
+                                                                 ("b", 0, "question")]
+    assert table["query"][1] == ("What was the capex in 2018? "
+                                 "statements of cash flows purchases of property plant and equipment capital expenditures")
+    none, _ = plan_queries(questions, PlannerConfig(lexicon="none"))
+    assert none["source"].to_list() == ["question", "question"]
+
+
+def test_table_pages_first_keeps_prose_and_defers_a_pages_other_rows():
+    from kohaku.retrieval.pages import pages_first
+
+    # rows 0-2 on table page A, 3 prose, 4-5 on table page B, 6 on table page C
+    page_of = [("d", 1), ("d", 1), ("d", 1), None, ("d", 2), ("d", 2), ("d", 3)]
+    ranking = [0, 1, 2, 3, 4, 5, 6]
+    assert pages_first(ranking, page_of, "rank") == [0, 3, 4, 6, 1, 2, 5]
+    # vote: page A (three rows near the top) before the prose node, page B before C
+    assert pages_first(ranking, page_of, "vote", k=1.0) == [0, 4, 3, 6, 1, 2, 5]
+    assert pages_first(ranking, page_of, "none") == ranking
+    # a page that only the first rows reach (pool) is ordered by those
+    assert pages_first([6, 0, 1], page_of, "rank", pool=1) == [6, 0, 1]

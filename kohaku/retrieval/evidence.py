@@ -68,7 +68,7 @@ class EvidenceConfig:
     # "cash flow statement" -> "statements of cash flows", "capex" -> "purchases of property,
     # plant and equipment"): idf share of their words in the node or its context, per entry
     lexicon: str = "finance"  # finance | none
-    lexicon_weight: float = 1.0
+    lexicon_weight: float = 2.0
     # a pooled paragraph or section is replaced by its leaves (ranked at its place), so the
     # context gets its best sentences with their neighbours rather than the whole node
     leaves: bool = False

@@ -31,6 +31,8 @@ from kohaku.retrieval.evidence import EvidenceConfig, EvidenceScorer
 from kohaku.retrieval.rerankers import Reranker, RerankerConfig, rerank_rows
 from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
 from kohaku.retrieval.gold import parse_doc_list
+from kohaku.retrieval.pages import MODES as PAGE_MODES, pages_first
+from kohaku.tree.rows import is_row
 from kohaku.retrieval.search import ExactSearcher, load_searchers, read_meta
 from kohaku.tree.model import TreeView
 
@@ -85,6 +87,13 @@ class RetrieveConfig(RenderConfig):
     # each question that names one or a set searches only within them; a question naming none
     # is ranked as without it (kohaku/retrieval/docprior.py); ignored with restrict_column
     doc_prior: DocPriorConfig = field(default_factory=DocPriorConfig)
+    # table pages first (kohaku/retrieval/pages.py): the context takes the best row of each
+    # table page before a second row of any, the pages in the order of their vote, the sum of
+    # 1/(page_k + rank) over their rows in the first page_pool ranked (vote), or of their best
+    # row (rank); prose keeps its place; none keeps the ranking's order
+    pages: str = "vote"
+    page_k: float = 6.0
+    page_pool: int = 200
 
     def validate(self) -> None:
         if self.top_k < 1 or self.attempts < 1:
@@ -99,6 +108,10 @@ class RetrieveConfig(RenderConfig):
             raise ValueError("max_context_tokens must be >= 1")
         if self.restrict_column is not None and not str(self.restrict_column).strip():
             raise ValueError("restrict_column must name a questions column, or be null")
+        if self.pages not in PAGE_MODES:
+            raise ValueError(f"pages={self.pages!r}: use one of {', '.join(PAGE_MODES)}")
+        if self.page_k <= 0 or self.page_pool < 1:
+            raise ValueError("page_k must be > 0 and page_pool >= 1")
         RenderConfig.validate(self)
         self.evidence.validate()
         self.doc_prior.validate()
@@ -421,7 +434,15 @@ def run_retrieval(
         by_key = rerank_rows(by_key, {k: texts.get(k[0], "") for k in by_key},
                              lambda r: passage_text(view, r, rerank_chars), reranker, rerank_top_n)
         clock.lap("rerank")
-    if cfg.evidence.enabled or reranker is not None:
+    if cfg.pages != "none":
+        kinds = (view.nodes["block_kind"].cast(pl.String).fill_null("").to_list()
+                 if "block_kind" in view.nodes.columns else [""] * len(view.text))
+        page_of = [None if p is None or view.has_children[r] or not is_row(view.text[r], kinds[r]) else (d, p)
+                   for r, (d, p) in enumerate(zip(view.doc_id, view.page))]
+        by_key = {key: pages_first(rows, page_of, cfg.pages, cfg.page_k, cfg.page_pool)
+                  for key, rows in by_key.items()}
+        clock.lap("pages")
+    if cfg.evidence.enabled or reranker is not None or cfg.pages != "none":
         ranked = rerank_table(ranked, by_key)
     records = []
     for qid in tqdm(qids, desc="contexts", unit="q", disable=not progress, leave=False):

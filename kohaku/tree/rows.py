@@ -10,10 +10,13 @@ context) carry them in front: ``Consolidated Statement of Cash Flows | Year Ende
 
 A row here is a leaf of the tree that is a table row (``block_kind`` table) or reads like one (a
 short line ending in two figures or more, or mostly figures: the rows a layout left as text
-between shaded ones). Its header is the nearest line above it in its section, within
-:data:`HEADER_REACH` leaves, that names two years or more (a column header) and holds no other
-figures; its title the section's heading (the section node's text), else the last part of its
-section path. Prose is left as it is.
+between shaded ones). Its header is the nearest line above it in its document, within
+:data:`HEADER_REACH` leaves and one page, that names two years or more (a column header) and
+holds no other figures; its title the section's heading (the section node's text), else the
+last part of its section path, after the title the header stands under where that differs (a
+statement that runs on under a sub-heading: "Consolidated Balance Sheets | As of December 31,
+2017 2016 | Liabilities and Stockholders' Equity | Current content liabilities ..."). Prose is
+left as it is.
 """
 
 from __future__ import annotations
@@ -102,27 +105,38 @@ def row_prefixes(nodes: pl.DataFrame) -> list[str]:
             r = row_of.get(p) if p is not None else None
         return r if r is not None and levels[r] == 1 else None
 
-    groups: dict[int | None, list[int]] = {}
+    pages = nodes["page"].to_list() if "page" in nodes.columns else [None] * n
+    docs = nodes["doc_id"].cast(pl.String).to_list()
+    by_doc: dict[str, list[int]] = {}
     for r in range(n):
         if ids[r] not in has_children and levels[r] >= 2:
-            groups.setdefault(section_of(r), []).append(r)
-    for sec, leaves in groups.items():
+            by_doc.setdefault(docs[r], []).append(r)
+    titles: dict[int | None, str] = {}
+    for leaves in by_doc.values():
         leaves.sort(key=path)
-        title = ""
-        if sec is not None and texts[sec].strip():
-            title = _cut(texts[sec].splitlines()[0])
-        elif leaves and sections[leaves[0]]:
-            title = _cut(sections[leaves[0]].split(" > ")[-1])
-        header, header_at = "", -HEADER_REACH - 1
+        # the last column header met: its text, its table's title, its position and page
+        header, header_title, header_at, header_page = "", "", -HEADER_REACH - 1, None
         for i, r in enumerate(leaves):
-            text = texts[r]
+            sec = section_of(r)
+            if sec not in titles:
+                if sec is not None and texts[sec].strip():
+                    titles[sec] = _cut(texts[sec].splitlines()[0])
+                else:
+                    titles[sec] = _cut(sections[r].split(" > ")[-1]) if sections[r] else ""
+            title, text = titles[sec], texts[r]
             if is_header(text):
-                header, header_at = _cut(text), i
+                header, header_title, header_at, header_page = _cut(text), title, i, pages[r]
                 continue
             if not is_row(text, kinds[r]):
                 continue
-            parts = [title] if title else []
-            if header and i - header_at <= HEADER_REACH and len(_YEAR.findall(text)) < 2:
+            parts = []
+            near = (header and i - header_at <= HEADER_REACH and len(_YEAR.findall(text)) < 2
+                    and (header_page is None or pages[r] is None or 0 <= pages[r] - header_page <= 1))
+            if near and header_title and header_title != title:
+                parts.append(header_title)   # a table that runs on under a sub-heading ("Liabilities")
+            if title:
+                parts.append(title)
+            if near:
                 parts.append(header)
             if parts:
                 out[r] = " | ".join(parts) + " | "
