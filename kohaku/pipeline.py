@@ -427,19 +427,12 @@ def task_values(name_or_path: str | Path, overrides: list[str] | tuple[str, ...]
     (``${corpus.root}``, ``${task.name}``) resolved against the config a run composes
     (``conf/`` defaults and ``overrides`` such as ``corpus.root=/data``), as ``scripts/run.py``
     resolves them. Errors name the file and the key that does not resolve."""
-    import yaml
     from omegaconf.errors import OmegaConfBaseException
 
-    from kohaku.tasks import task_file
+    from kohaku.tasks import read_task_yaml, task_file
 
     path = task_file(name_or_path)
-    try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a task file holds a mapping of the task's parts")
-    data.pop("defaults", None)
+    data = read_task_yaml(path)
     if "${" not in path.read_text(encoding="utf-8"):
         return data
     root = OmegaConf.to_container(compose_config(list(overrides)), resolve=False)

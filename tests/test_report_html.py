@@ -36,6 +36,9 @@ SWEEP = ["retrieve.top_k=2,4", "infer.prompt_order=context_first,question_first"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 EVIL = "</script><script>window.pwned=1</script> <b>bold</b> & \"quoted\" 'single' \u2028 x<y>z"
 
+# q001's answer as the gold document says it: in its conclusion or its table of cooling set-ups
+ANSWER = re.compile(r"(?i)1\.11 with direct-to-chip liquid cooling|direct-to-chip liquid \| 1\.11")
+
 
 def page_data(path: Path) -> dict:
     """The JSON blob of a report page, read back as the browser reads it."""
@@ -105,7 +108,7 @@ def test_run_report_holds_the_run_tables(run_dir):
     marks = [(doc, gold) for _, doc, gold in q1["contexts"][0]["blocks"]]
     assert ("okafor2023", True) in marks and all(gold == (doc == "okafor2023") for doc, gold in marks)
     first = q1["contexts"][0]["blocks"][0][0]
-    assert "1.11 with direct-to-chip liquid cooling" in data["blocks"][first]
+    assert ANSWER.search(data["blocks"][first])   # the answer, as the sentence or the table row says it
     assert path.stat().st_size < 200_000
 
 
@@ -270,7 +273,7 @@ def test_run_page_in_chromium(browser, run_dir, tmp_path):
     assert detail.find_element(By.CSS_SELECTOR, ".voted").text == table.filter(pl.col("qid") == "q001")["pred_value"][0]
     gold = detail.find_elements(By.CSS_SELECTOR, ".block.gold")
     assert gold and all(b.get_attribute("data-doc") == "okafor2023" for b in gold)
-    assert "1.11 with direct-to-chip liquid cooling" in gold[0].text
+    assert ANSWER.search(gold[0].text)
     assert detail.find_elements(By.CSS_SELECTOR, "tr.sample")
     search.clear()
     search.send_keys("no question says this")

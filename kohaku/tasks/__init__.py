@@ -33,12 +33,10 @@ def task_file(name_or_path: str | Path) -> Path:
     return path
 
 
-def load_task(name_or_path: str | Path) -> Task:
-    """The Task of a task YAML (its Hydra ``defaults`` list is ignored; a task needs no
-    interpolation); errors name the file and the key."""
+def read_task_yaml(path: Path) -> dict[str, Any]:
+    """A task file's mapping, its Hydra ``defaults`` list left out; errors name the file."""
     import yaml
 
-    path = task_file(name_or_path)
     try:
         data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -46,10 +44,18 @@ def load_task(name_or_path: str | Path) -> Task:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a task file holds a mapping of the task's parts")
     data.pop("defaults", None)
+    return data
+
+
+def load_task(name_or_path: str | Path) -> Task:
+    """The Task of a task YAML (its Hydra ``defaults`` list is ignored; a task needs no
+    interpolation); errors name the file and the key."""
+    path = task_file(name_or_path)
+    data = read_task_yaml(path)
     try:
         return build_task(data)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
-__all__ = ["Task", "build_task", "load_task", "task_file"]
+__all__ = ["Task", "build_task", "load_task", "read_task_yaml", "task_file"]
