@@ -146,3 +146,30 @@ def test_table_pages_first_keeps_prose_and_defers_a_pages_other_rows():
     assert pages_first(ranking, page_of, "none") == ranking
     # a page that only the first rows reach (pool) is ordered by those
     assert pages_first([6, 0, 1], page_of, "rank", pool=1) == [6, 0, 1]
+
+
+def test_the_lexicon_counts_in_the_documents_the_ranking_leads_with():
+    """A store of several filings: the lexicon's names score in the first LEXICON_DOCS documents
+    of the ranking only, so another company's statement of cash flows is not lifted by them."""
+    from kohaku.retrieval.evidence import LEXICON_DOCS
+
+    docs = [f"co{k}" for k in range(LEXICON_DOCS + 1)]
+    frames = [_filing().with_columns(pl.col("node_id").str.replace("^acme", d), pl.col("parent_id").str.replace("^acme", d),
+                                     pl.lit(d).alias("doc_id")) for d in docs]
+    nodes = pl.concat(frames)
+    view = TreeView(nodes)
+    scorer = EvidenceScorer.from_view(view)
+    leaves = [r for r in range(nodes.height) if not view.has_children[r]]
+    last = docs[-1]
+    row = {d: view.node_id.index(f"{d}#s2.p3.t1") for d in docs}
+    # the ranking leads with the first LEXICON_DOCS documents' prose, then the last document's
+    # statement row, ranked above the first document's
+    prose = [r for r in leaves if view.doc_id[r] != last and "#s1" in view.node_id[r]]
+    ranking = prose + [row[last], row[docs[0]]] + [r for r in leaves if r not in set(prose) | set(row.values())]
+    f = scorer.features("What were capital expenditures in the cash flow statement?", None, ranking, lexicon="finance")
+    lexicon = dict(zip((view.node_id[r] for r in ranking), f["lexicon"]))
+    assert lexicon[f"{docs[0]}#s2.p3.t1"] > 0 and lexicon[f"{last}#s2.p3.t1"] > 0   # the feature itself
+    order = scorer.rescore("What were capital expenditures in the cash flow statement?", None, ranking,
+                           EvidenceConfig(lexicon_weight=10.0, rank_weight=0.0))
+    got = [view.node_id[r] for r in order]
+    assert got.index(f"{last}#s2.p3.t1") > got.index(f"{docs[0]}#s2.p3.t1")

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from kohaku.tree.model import TreeView
 
 BLANK_UNITS = frozenset({"", "is_blank", "none", "n/a", "na"})
+LEXICON_DOCS = 3  # the lexicon feature scores nodes of the ranking's first documents only
 
 
 @dataclass
@@ -571,7 +572,22 @@ class EvidenceScorer:
         pools = {k: self._pool(question, rows, cfg) for k, rows in rankings.items()}
         union = sorted({r for pool, _ in pools.values() for r in pool})
         where = {r: i for i, r in enumerate(union)}
-        evidence = self._evidence(self.features(question, answer_unit, union, qvec, cfg.lexicon), cfg)
+        f = self.features(question, answer_unit, union, qvec, cfg.lexicon)
+        if f["lexicon"].any():
+            # the document's names count in the documents the ranking leads with (its first
+            # LEXICON_DOCS): in a store of many companies' filings, every statement of cash
+            # flows is one; the question's company's is the one wanted
+            lead: list[int] = []
+            for rows in rankings.values():
+                for r in rows:
+                    d = int(self.doc_idx[r])
+                    if d not in lead:
+                        lead.append(d)
+                        if len(lead) == LEXICON_DOCS:
+                            break
+                break
+            f["lexicon"] *= np.isin(self.doc_idx[np.asarray(union, np.int64)], lead)
+        evidence = self._evidence(f, cfg)
         out = {}
         for k, rows in rankings.items():
             pool, ranks = pools[k]
