@@ -632,10 +632,10 @@ def _direction(text: str) -> str:
 def _unmirror(items: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
     """Brackets as drawn. PDFium reads each line in drawing order, cuts it into runs of one
     direction class (_direction), reads the line right to left when it has more right-to-left
-    runs than left-to-right ones (as the PDFium pypdfium2 ships does; tested by the fuzz test), and gives every character of a right-to-left run
-    (a neutral run takes the direction of the run read before it) as its mirror image, "(" for
-    the ")" drawn. The same here on ``items`` in visual order (_visual_order, spaces
-    included), and the mirrored brackets turned back."""
+    runs than left-to-right ones (as the PDFium pypdfium2 ships does; the fuzz test checks it),
+    and gives every character of a right-to-left run (a neutral run takes the direction of the
+    run read before it) as its mirror image, "(" for the ")" drawn. The same here on ``items``
+    in visual order (_visual_order, spaces included), and the mirrored brackets turned back."""
     out = list(items)
     lines: list[list[int]] = []
     for j, (_, c) in enumerate(items):
@@ -718,6 +718,7 @@ def _join_pairs(text: str) -> str:
             out.append(text[k])
             k += 1
     return valid_text("".join(out))
+
 
 _SPECIAL = re.compile("[\x02\ufffe\ufb00-\ufb06]")
 
