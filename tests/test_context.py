@@ -128,6 +128,11 @@ def test_span_grows_with_the_budget():
     assert large.n_tokens == count_tokens(large.context) and large.n_blocks == 1
     # the same hit with expand=window stays a window whatever the budget
     assert build_ctx(hit, budget=400, expand="window").node_ids == ["d#s2.p2.t1", "d#s2.p2.t2"]
+    # span_max_tokens caps the span whatever the budget: the large budget's unit is the small one's
+    capped = build_ctx(hit, budget=400, expand="span", span_share=0.5, heading="none",
+                       span_max_tokens=small.n_tokens - 4)
+    assert capped.node_ids == small.node_ids
+    assert build_ctx(hit, budget=400, expand="span", span_share=0.5, span_max_tokens=0).node_ids == ["d#s2"]
 
 
 def test_span_falls_back_to_the_window_then_the_sentence():

@@ -6,9 +6,10 @@ Each ranked node becomes a *unit*, a set of leaves:
 - a sentence (a leaf whose parent is a paragraph or section) grows with ``expand``:
   ``none`` itself; ``window`` the sentences within ``window`` positions of it in the same parent;
   ``paragraph`` its whole parent; ``span`` its window widened to ``span_share * budget`` tokens
-  of text, taking its own paragraph's sentences first (nearest first, alternating after/before)
-  and then the neighbouring paragraphs of its section, so a unit is a sentence window at small
-  budgets and whole paragraphs with their neighbours at large ones;
+  of text (at most ``span_max_tokens``), taking its own paragraph's sentences first (nearest
+  first, alternating after/before) and then the neighbouring paragraphs of its section, so a
+  unit is a sentence window at small budgets and whole paragraphs with their neighbours at
+  large ones;
 - any other node (a paragraph, section or document hit) is all the leaves below it.
 
 Units go into the context in rank order. Leaves are grouped into one *block* per section (the
@@ -51,6 +52,9 @@ class RenderConfig:
     # span: the hit's window widened, own paragraph first then the section's neighbouring
     # paragraphs, to span_share * budget tokens
     span_share: float = 0.2
+    # ... and at most span_max_tokens (0: no cap), so a large budget (4,000 tokens, a retry's
+    # grown budget) holds more units rather than longer ones
+    span_max_tokens: int = 400
     # section title line on: paragraphs (blocks holding a whole paragraph) | all | none
     heading: str = "paragraphs"
     # fields: doc_id, heading, text, section, page
@@ -73,6 +77,8 @@ class RenderConfig:
             raise ValueError(f"fill_patience={self.fill_patience}: use 0 (off) or a count")
         if not 0.0 <= self.span_share <= 1.0:
             raise ValueError(f"span_share={self.span_share}: use a share of the budget in [0, 1]")
+        if self.span_max_tokens < 0:
+            raise ValueError(f"span_max_tokens={self.span_max_tokens}: use 0 (no cap) or a token count")
 
 
 @dataclass
@@ -343,7 +349,10 @@ class ContextBuilder:
             yield [unit]
         elif mode == "span":  # the window, widened to span_share of the budget
             cum = v.cum_tokens(c)
-            target = max(int(self.cfg.span_share * budget), cum[win[2]] - cum[win[1]])
+            share = int(self.cfg.span_share * budget)
+            if self.cfg.span_max_tokens:
+                share = min(share, self.cfg.span_max_tokens)
+            target = max(share, cum[win[2]] - cum[win[1]])
             unit = self._span(row, target)
             size = unit[2] - unit[1]
             yield [unit]
