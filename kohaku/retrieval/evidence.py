@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from kohaku.planning import STOP_WORDS
+from kohaku.retrieval.lexicon import LEXICONS, expansions
 
 if TYPE_CHECKING:
     from kohaku.tree.model import TreeView
@@ -83,8 +84,6 @@ class EvidenceConfig:
     keep_tail: bool = False
 
     def validate(self) -> None:
-        from kohaku.retrieval.lexicon import LEXICONS
-
         if self.lexicon not in LEXICONS:
             raise ValueError(f"evidence.lexicon={self.lexicon!r}: use one of {', '.join(LEXICONS)}")
         if self.pool < 0:
@@ -444,17 +443,22 @@ class EvidenceScorer:
             out = self._folded[row] = fold(self.texts[row])
         return out
 
-    def doc_leaf_candidates(self, question: str, pool: Sequence[int], n_docs: int,
-                            share: float) -> list[int]:
-        """Leaves of the first ``n_docs`` documents of ``pool`` (in pool order) that hold at
-        least ``share`` of the question's terms by idf weight, not already in ``pool``."""
+    def lead_docs(self, rows: Sequence[int], n_docs: int) -> list[int]:
+        """The first ``n_docs`` distinct documents (indices) of ``rows``, in their order."""
         docs: list[int] = []
-        for row in pool:
+        for row in rows:
             d = int(self.doc_idx[row])
             if d not in docs:
                 docs.append(d)
                 if len(docs) == n_docs:
                     break
+        return docs
+
+    def doc_leaf_candidates(self, question: str, pool: Sequence[int], n_docs: int,
+                            share: float) -> list[int]:
+        """Leaves of the first ``n_docs`` documents of ``pool`` (in pool order) that hold at
+        least ``share`` of the question's terms by idf weight, not already in ``pool``."""
+        docs = self.lead_docs(pool, n_docs)
         weights = {t: self.idf(t) for t in terms(question)}
         total = sum(weights.values())
         if not docs or total <= 0:
@@ -492,8 +496,6 @@ class EvidenceScorer:
             f["window"] += w * (own | m[prev] | m[nxt])
         for k in ("term", "context", "window"):
             f[k] /= total
-        from kohaku.retrieval.lexicon import expansions
-
         names = expansions(question, lexicon)
         for text in names:   # each entry: the idf share of its words in the node or its context
             ws = {t: self.idf(t) for t in terms(text)}
@@ -577,15 +579,7 @@ class EvidenceScorer:
             # the document's names count in the documents the ranking leads with (its first
             # LEXICON_DOCS): in a store of many companies' filings, every statement of cash
             # flows is one; the question's company's is the one wanted
-            lead: list[int] = []
-            for rows in rankings.values():
-                for r in rows:
-                    d = int(self.doc_idx[r])
-                    if d not in lead:
-                        lead.append(d)
-                        if len(lead) == LEXICON_DOCS:
-                            break
-                break
+            lead = self.lead_docs(next(iter(rankings.values()), []), LEXICON_DOCS)
             f["lexicon"] *= np.isin(self.doc_idx[np.asarray(union, np.int64)], lead)
         evidence = self._evidence(f, cfg)
         out = {}
