@@ -11,7 +11,7 @@ with each dtype of --dtypes. Rows:
 
 - naive:           ``SentenceTransformer(path).encode(texts)`` with default settings (torch
                    float32, batch 32, batches sorted by character length): the 1.0x baseline
-- stage <dtype>:   kohaku.embedding.encode_texts (dedup, token-budget batches), cold encoding
+- stage <dtype>:   kohaku.retrieval.embedding.encode_texts (dedup, token-budget batches), cold encoding
                    cache, with embed.dtype=<dtype>: float32 and bfloat16 run torch, int8 runs
                    the quantized ONNX export in onnxruntime (scripts/export_embed.py);
                    --int8-dirs adds one int8 row per other export folder (recipe comparisons)
@@ -48,10 +48,10 @@ from kohaku.report.tables import print_and_save  # noqa: E402
 
 
 def leaf_texts(data: Path) -> list[str]:
-    from kohaku.config import build
-    from kohaku.corpus import read_metadata
-    from kohaku.parsing import ParseConfig, parse_corpus
-    from kohaku.tree import TreeConfig, build_tree
+    from kohaku.core.config import build
+    from kohaku.ingest.corpus import read_metadata
+    from kohaku.ingest.parsing import ParseConfig, parse_corpus
+    from kohaku.ingest.tree import TreeConfig, build_tree
 
     documents, blocks = parse_corpus(data, read_metadata(data / "metadata.csv"),
                                      build(ParseConfig, {"workers": 1}, "parse"))
@@ -62,7 +62,7 @@ def leaf_texts(data: Path) -> list[str]:
 
 
 def question_texts(data: Path) -> list[str]:
-    from kohaku.corpus import read_questions
+    from kohaku.ingest.corpus import read_questions
 
     out: list[str] = []
     for name in ("train_QA.csv", "test_Q.csv"):
@@ -106,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from kohaku.config import available_cpus, build
-    from kohaku.devices import cpu_flags, cpu_has_native_bf16
-    from kohaku.embedding import (EmbedConfig, EncodeStats, encode_texts, load_encoder,
+    from kohaku.core.config import available_cpus, build
+    from kohaku.core.devices import cpu_flags, cpu_has_native_bf16
+    from kohaku.retrieval.embedding import (EmbedConfig, EncodeStats, encode_texts, load_encoder,
                                   pick_dtype, read_export, resolve_model)
-    from kohaku.pipeline import option_values
+    from kohaku.runner.pipeline import option_values
 
     torch.set_num_threads(available_cpus())
     cfg = option_values("embed", args.embed)

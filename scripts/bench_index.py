@@ -70,12 +70,12 @@ def measure(name: str, data: np.ndarray, queries: np.ndarray, cfg: IndexConfig, 
 
 
 def wattbot_sets(data: Path, cache_dir: Path, model: str):
-    from kohaku.config import build
-    from kohaku.corpus import read_metadata
-    from kohaku.embedding import EmbedConfig, encode_texts, load_encoder
-    from kohaku.embedding import embed_nodes
-    from kohaku.parsing import ParseConfig, parse_corpus
-    from kohaku.tree import TreeConfig, build_tree
+    from kohaku.core.config import build
+    from kohaku.ingest.corpus import read_metadata
+    from kohaku.retrieval.embedding import EmbedConfig, encode_texts, load_encoder
+    from kohaku.retrieval.embedding import embed_nodes
+    from kohaku.ingest.parsing import ParseConfig, parse_corpus
+    from kohaku.ingest.tree import TreeConfig, build_tree
 
     documents, blocks = parse_corpus(data, read_metadata(data / "metadata.csv"),
                                      build(ParseConfig, {"workers": 1}, "parse"))

@@ -18,11 +18,11 @@ from pathlib import Path
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kohaku.answering import InferConfig, answer_schema, parse_answer, prompt_values  # noqa: E402
-from kohaku.corpus import resolve_against_root  # noqa: E402
+from kohaku.answer.answering import InferConfig, answer_schema, parse_answer, prompt_values  # noqa: E402
+from kohaku.ingest.corpus import resolve_against_root  # noqa: E402
 from kohaku.tasks import documents, kinds, load_task  # noqa: E402
 from kohaku.tasks.builtin import COLUMN_SOURCES  # noqa: E402
-from kohaku.voting import VoteConfig, vote_generations, with_ref_pages  # noqa: E402
+from kohaku.answer.voting import VoteConfig, vote_generations, with_ref_pages  # noqa: E402
 
 REPEATS = 30
 

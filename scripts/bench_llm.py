@@ -61,10 +61,10 @@ from omegaconf import OmegaConf
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kohaku.pipeline import option_values  # noqa: E402
-from kohaku.config import build  # noqa: E402
+from kohaku.runner.pipeline import option_values  # noqa: E402
+from kohaku.core.config import build  # noqa: E402
 from kohaku.llm import ChatRequest, load_backend  # noqa: E402
-from kohaku.answering import InferConfig, answer_schema, build_messages, first_json_object, templates  # noqa: E402
+from kohaku.answer.answering import InferConfig, answer_schema, build_messages, first_json_object, templates  # noqa: E402
 from kohaku.tasks import load_task  # noqa: E402
 
 WATTBOT_TASK = load_task("wattbot")   # the prompts and answer schema the benchmark sends

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kohaku.text.ocr import OcrOptions, engine_identity, ocr_page, render_page, word_accuracy  # noqa: E402
+from kohaku.ingest.text.ocr import OcrOptions, engine_identity, ocr_page, render_page, word_accuracy  # noqa: E402
 
 FIXTURES = ROOT / "tests/data/ocr"
 DEFAULT_PDFS = [FIXTURES / "rendered_scan.pdf", FIXTURES / "pdfplumber-issue-203-decimalize.pdf"]

@@ -8,7 +8,7 @@
     python scripts/bench_parse.py ROOT --ocr tests/data/ocr/*.pdf   # + OCR pages/s per worker
     python scripts/bench_parse.py ROOT --rounds 3           # ratios per round, and their median
 
-For each engine and worker count it runs kohaku's parse (kohaku.parsing.read_corpus: layout,
+For each engine and worker count it runs kohaku's parse (kohaku.ingest.parsing.read_corpus: layout,
 tables, figures) on every PDF of the corpus and prints pages/s and pages/s per worker beside the
 raw text layer's rate (PDFium reading each page's text, nothing else: the floor no parser goes
 below), measured before and after in the same run; then the tree each parse gives (sentences,
@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import polars as pl  # noqa: E402
 
-from kohaku.corpus import read_metadata  # noqa: E402
-from kohaku.config import available_cpus  # noqa: E402
-from kohaku.parsing import ParseConfig, find_documents, read_corpus  # noqa: E402
-from kohaku.tree import TreeConfig, build_tree, corpus_report  # noqa: E402
+from kohaku.ingest.corpus import read_metadata  # noqa: E402
+from kohaku.core.config import available_cpus  # noqa: E402
+from kohaku.ingest.parsing import ParseConfig, find_documents, read_corpus  # noqa: E402
+from kohaku.ingest.tree import TreeConfig, build_tree, corpus_report  # noqa: E402
 
 
 def pdf_paths(root: Path, metadata: pl.DataFrame) -> list[Path]:
@@ -235,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
 def ocr_rate(paths: list[Path], raw_rate: float) -> None:
     """Every page of ``paths`` recognised through the parse (render, engine, layout), one
     process: pages/s per worker beside the text layer's rate."""
-    from kohaku.text.ocr import OcrOptions, engine_identity
-    from kohaku.text.pdf import PdfOptions, read_pdf_part
+    from kohaku.ingest.text.ocr import OcrOptions, engine_identity
+    from kohaku.ingest.text.pdf import PdfOptions, read_pdf_part
 
     ocr = OcrOptions(mode="always")
     identity = engine_identity(ocr)

@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.config import ConfigError  # noqa: E402
-from kohaku.corpus import CorpusError  # noqa: E402
-from kohaku.metrics import VARIANTS, MetricError  # noqa: E402
+from kohaku.core.config import ConfigError  # noqa: E402
+from kohaku.ingest.corpus import CorpusError  # noqa: E402
+from kohaku.tasks.wattbot.metric import VARIANTS, MetricError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a config value the task file's interpolations read")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(message)s")
-    from kohaku.pipeline import task_values
+    from kohaku.runner.pipeline import task_values
     from kohaku.tasks import build_task, task_file
     from kohaku.tasks.check import check_submissions
 

@@ -19,7 +19,7 @@ difference B - A, a paired bootstrap 95 % interval over questions (10,000 resamp
 the two-sided p-value, Holm-adjusted p-values over the pairs, the smallest difference this
 question set detects at 80 % power (mde80), the questions fixed and broken, a '*' where the
 interval excludes zero; then each source's score interval, its metric components, its error
-classes (kohaku/diagnosis.py for WattBot, the task's classes otherwise) and the flipped questions
+classes (kohaku/tasks/wattbot/diagnosis.py for WattBot, the task's classes otherwise) and the flipped questions
 with the question, the truth and both answers.
 
 The interval and p-value cover which questions were asked (resampling questions), not the
@@ -38,15 +38,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.errors import KohakuError  # noqa: E402
-from kohaku.metrics import VARIANTS  # noqa: E402
+from kohaku.core.errors import KohakuError  # noqa: E402
+from kohaku.tasks.wattbot.metric import VARIANTS  # noqa: E402
 from kohaku.report.compare import (CompareError, Config, Scored, class_names, component_lines,  # noqa: E402
                                    error_counts, error_table_lines, flip_lines, flips, interval_lines,
                                    pair_lines, parse_source, read_run, run_metric, score_matrix,
                                    score_source, score_with_task)
 from kohaku.report.metric import wattbot_metric  # noqa: E402
 from kohaku.report.paired import N_RESAMPLES, SEED, compare  # noqa: E402
-from kohaku.submission import read_csv_str  # noqa: E402
+from kohaku.tasks.wattbot.submission import read_csv_str  # noqa: E402
 
 
 def scorer(args: argparse.Namespace):

@@ -15,7 +15,7 @@ compared in canonical form ("1,000" = "1000.0"; --raw votes on the strings as wr
 KohakuRAG). Refs come only from the inputs agreeing with the winning answer (--ref-mode
 answer_priority | union | intersection | majority). ref_url is rebuilt from --metadata
 (id,url columns) when given, else from the inputs' ref_id/ref_url pairs. Writes a valid
-submission (kohaku/submission.py) and prints a short summary.
+submission (kohaku/tasks/wattbot/submission.py) and prints a short summary.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.config import ConfigError  # noqa: E402
-from kohaku.voting import REF_MODES, TIEBREAKS, VoteConfig, ensemble_submissions  # noqa: E402
-from kohaku.submission import SubmissionError, read_csv_str, require_columns, write_submission  # noqa: E402
+from kohaku.core.config import ConfigError  # noqa: E402
+from kohaku.answer.voting import REF_MODES, TIEBREAKS, VoteConfig, ensemble_submissions  # noqa: E402
+from kohaku.tasks.wattbot.submission import SubmissionError, read_csv_str, require_columns, write_submission  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             canonical=not args.raw,
         )
         if args.task != "wattbot":
-            from kohaku.artifacts import atomic_write
-            from kohaku.pipeline import task_values
+            from kohaku.core.artifacts import atomic_write
+            from kohaku.runner.pipeline import task_values
             from kohaku.tasks import build_task, task_file
             from kohaku.tasks.ensemble import ensemble_task
 

@@ -69,7 +69,7 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kohaku.diagnosis import answer_kind  # noqa: E402
+from kohaku.tasks.wattbot.diagnosis import answer_kind  # noqa: E402
 from kohaku.report.tables import print_and_save  # noqa: E402
 
 log = logging.getLogger("eval_retrieval")
@@ -298,7 +298,7 @@ def gold_spec(args: argparse.Namespace):
     values: dict[str, Any] = {}
     if args.task:
         try:
-            from kohaku.pipeline import option_values
+            from kohaku.runner.pipeline import option_values
 
             values = dict(option_values("task", args.task).get("gold") or {})
         except Exception as exc:  # no task group yet, or no such option
@@ -333,7 +333,7 @@ def run_stages(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:
 def read_question_file(path: Path, qid: str, question: str) -> pl.DataFrame:
     """Questions of a CSV or JSONL file (by its extension; kohaku.tasks.io.read_questions) as
     (qid, question, answer_unit, the other columns as str)."""
-    from kohaku.corpus import CorpusError
+    from kohaku.ingest.corpus import CorpusError
     from kohaku.tasks.io import file_format, read_questions
     from kohaku.tasks.spec import QuestionsSpec
 
@@ -353,10 +353,10 @@ def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
     the gold evidence."""
     from dataclasses import replace
 
-    from kohaku.config import build
-    from kohaku.corpus import read_metadata
-    from kohaku.embedding import encode_texts, load_encoder
-    from kohaku.planning import PlannerConfig, plan_queries
+    from kohaku.core.config import build
+    from kohaku.ingest.corpus import read_metadata
+    from kohaku.retrieval.embedding import encode_texts, load_encoder
+    from kohaku.retrieval.planning import PlannerConfig, plan_queries
     from kohaku.retrieval.gold import gold_recall, recall_summary
     from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
     from kohaku.retrieval.search import load_searchers
@@ -421,7 +421,7 @@ def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
 
 def shipped(group: str, option: str) -> dict[str, Any]:
     """conf/<group>/<option>.yaml as a dict (the project's defaults for that option)."""
-    from kohaku.pipeline import option_values
+    from kohaku.runner.pipeline import option_values
 
     file = REPO / "conf" / group / f"{option}.yaml"
     return option_values(group, option) if file.is_file() else {}
@@ -499,15 +499,15 @@ def apply_override(variants: dict, text: str) -> None:
 
 
 def compare(args: argparse.Namespace) -> pl.DataFrame:
-    from kohaku.config import build
-    from kohaku.corpus import read_metadata
-    from kohaku.embedding import EmbedConfig, embed_nodes, encode_texts, load_encoder
-    from kohaku.parsing import ParseConfig, parse_corpus
-    from kohaku.planning import PlannerConfig, plan_queries
+    from kohaku.core.config import build
+    from kohaku.ingest.corpus import read_metadata
+    from kohaku.retrieval.embedding import EmbedConfig, embed_nodes, encode_texts, load_encoder
+    from kohaku.ingest.parsing import ParseConfig, parse_corpus
+    from kohaku.retrieval.planning import PlannerConfig, plan_queries
     from kohaku.retrieval.rerankers import RerankerConfig, load_reranker
     from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
     from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
-    from kohaku.tree import TreeConfig, build_tree
+    from kohaku.ingest.tree import TreeConfig, build_tree
 
     root = Path(args.data)
     solutions = read_solutions(root / args.solutions)

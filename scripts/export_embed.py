@@ -8,7 +8,7 @@
 Offline: the weights come from the bundled package (or the local Hugging Face cache / a folder),
 nothing is downloaded. The model is exported to ONNX, its graph fused (attention, layer norm,
 gelu) and its matrix products quantized to int8 (onnxruntime dynamic quantization, the recipe in
-kohaku.embedding.QUANT); the result lands in <dir>/<model>-<hash>/model_int8.onnx with
+kohaku.retrieval.embedding.QUANT); the result lands in <dir>/<model>-<hash>/model_int8.onnx with
 export.json (recipe, sha256, the versions that made it, cosine to float32 on a few texts).
 An existing export is kept (--force remakes it). scripts/setup.sh runs this once.
 """
@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("kohaku").setLevel(logging.INFO)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download: bundled or cached weights only
 
-    from kohaku.embedding import EXPORT_MANIFEST, export_int8
-    from kohaku.pipeline import option_values
+    from kohaku.retrieval.embedding import EXPORT_MANIFEST, export_int8
+    from kohaku.runner.pipeline import option_values
 
     cfg = option_values("embed", args.embed)
     if args.model:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kohaku.corpus import CorpusError, read_metadata  # noqa: E402
+from kohaku.ingest.corpus import CorpusError, read_metadata  # noqa: E402
 
 USER_AGENT = "kohaku-fetch/0.1 (research corpus download)"
 

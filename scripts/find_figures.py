@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.text.figures import FigureBox, FigureOptions  # noqa: E402
-from kohaku.text.formats import DocumentError  # noqa: E402
-from kohaku.text.pdf import PdfOptions, read_pdf  # noqa: E402
+from kohaku.ingest.text.figures import FigureBox, FigureOptions  # noqa: E402
+from kohaku.ingest.text.formats import DocumentError  # noqa: E402
+from kohaku.ingest.text.pdf import PdfOptions, read_pdf  # noqa: E402
 
 DROPS = ("tiny image", "tiny vector", "full_page", "repeated", "charts_not_tables", "unrendered")
 

@@ -51,7 +51,7 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kohaku.errors import KohakuError  # noqa: E402
+from kohaku.core.errors import KohakuError  # noqa: E402
 
 EXPERIMENT = "kohaku_wattbot"
 DEFAULT_LLM = "vllm_qwen2_5_7b"
@@ -348,9 +348,9 @@ def run_sequential(run: dict[str, Any], limit: int | None) -> dict[str, Any]:
     """Answer the run's questions one at a time with its model (a new engine, warmed up first)."""
     import polars as pl
 
-    from kohaku.answering import InferConfig, run_infer
+    from kohaku.answer.answering import InferConfig, run_infer
     from kohaku.tasks import build_task, load_task
-    from kohaku.config import build
+    from kohaku.core.config import build
     from kohaku.llm.base import ChatRequest, load_backend
 
     stages, config = run["stages"], run["config"]

@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     task = None
     if args.task:
-        from kohaku.config import ConfigError
-        from kohaku.pipeline import task_values
+        from kohaku.core.config import ConfigError
+        from kohaku.runner.pipeline import task_values
         from kohaku.tasks import build_task, task_file
 
         try:

@@ -40,17 +40,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 # module name -> (file to mutate, its fast test files)
 MODULES: dict[str, tuple[str, list[str]]] = {
-    "metrics": ("kohaku/metrics.py", ["tests/test_metrics.py"]),
-    "values": ("kohaku/values.py", ["tests/test_values.py"]),
-    "voting": ("kohaku/voting.py", ["tests/test_vote.py"]),
+    "metrics": ("kohaku/tasks/wattbot/metric.py", ["tests/test_metrics.py"]),
+    "values": ("kohaku/answer/values.py", ["tests/test_values.py"]),
+    "voting": ("kohaku/answer/voting.py", ["tests/test_vote.py"]),
     "rerank": ("kohaku/retrieval/rerank.py", ["tests/test_rerank.py"]),
     "context": ("kohaku/retrieval/context.py", ["tests/test_context.py"]),
-    "artifacts": ("kohaku/artifacts.py", ["tests/test_pipeline_cache.py", "tests/test_cache_lock.py"]),
-    "segment": ("kohaku/text/segment.py", ["tests/test_segment.py", "tests/test_segment_headings.py",
+    "artifacts": ("kohaku/core/artifacts.py", ["tests/test_pipeline_cache.py", "tests/test_cache_lock.py"]),
+    "segment": ("kohaku/ingest/text/segment.py", ["tests/test_segment.py", "tests/test_segment_headings.py",
                                           "tests/test_segment_layout.py"]),
 }
 
-PRELOAD = ["pytest", "numpy", "polars", "pyarrow", "torch", "hypothesis", "yaml", "omegaconf", "hydra", "kohaku.pipeline", "kohaku.stages", "kohaku.voting", "kohaku.metrics", "kohaku.retrieval.retrieve", "kohaku.artifacts", "kohaku.text.segment"]
+PRELOAD = ["pytest", "numpy", "polars", "pyarrow", "torch", "hypothesis", "yaml", "omegaconf", "hydra", "kohaku.runner.pipeline", "kohaku.stages", "kohaku.answer.voting", "kohaku.tasks.wattbot.metric", "kohaku.retrieval.retrieve", "kohaku.core.artifacts", "kohaku.ingest.text.segment"]
 
 LOG_CALL = r"^\s*(log|logger)\.(debug|info|warning|error|exception)\("
 

@@ -26,8 +26,8 @@ from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.errors import KohakuError  # noqa: E402
-from kohaku.pipeline import StageError, register_config_schemas, run_pipeline  # noqa: E402
+from kohaku.core.errors import KohakuError  # noqa: E402
+from kohaku.runner.pipeline import StageError, register_config_schemas, run_pipeline  # noqa: E402
 
 log = logging.getLogger("kohaku")
 

@@ -15,7 +15,7 @@ uses ``--llm`` (a conf/llm option, e.g. fake or smollm2_cpu) through the generat
 Prints the components (value, ref, NA, unit), value accuracy per evidence flag (Quote, Table,
 Figure, Math, is_NA) and per Usage split when the solutions have those columns, the first
 mismatches, and as its last line ``score: 0.xxxx``. ``--errors`` adds each question's error class
-(kohaku/diagnosis.py: correct, missing, answered_na, needless_abstention, wrong_ref, scale,
+(kohaku/tasks/wattbot/diagnosis.py: correct, missing, answered_na, needless_abstention, wrong_ref, scale,
 near_miss, wrong_number, wrong_range, wrong_name, wrong_list) counted overall and by answer kind,
 evidence flag and usage, with the first questions of each class; ``--json`` always holds them
 under ``errors``.
@@ -27,7 +27,7 @@ references score them and listed as warnings (stderr, and ``row_issues`` in --js
 file, row, id and column; ``--strict`` refuses them instead. Missing columns, an unreadable file
 or, with --strict, questionable rows: an error naming the file, row and column, exit code 2.
 
-Variants (kohaku/metrics.py): ``wattbot`` = the scorer's first commit, the competition's
+Variants (kohaku/tasks/wattbot/metric.py): ``wattbot`` = the scorer's first commit, the competition's
 distributed metric (values as written, NA averaged over all rows); ``wattbot-recall`` = its
 latest commit (submitted values normalised, NA as recall over unanswerable questions).
 """
@@ -44,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polars as pl  # noqa: E402
 
-from kohaku.config import ConfigError  # noqa: E402
-from kohaku.diagnosis import classify, error_lines, error_summary  # noqa: E402
-from kohaku.metrics import VARIANTS, WEIGHTS, MetricError, ScoreResult, score_files  # noqa: E402
+from kohaku.core.config import ConfigError  # noqa: E402
+from kohaku.tasks.wattbot.diagnosis import classify, error_lines, error_summary  # noqa: E402
+from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, MetricError, ScoreResult, score_files  # noqa: E402
 
 
 def _fmt(x: float | None) -> str:
@@ -182,15 +182,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _task(args: argparse.Namespace):
-    """The task of ``--task``, its interpolations resolved with ``--set`` (kohaku.pipeline.task_values)."""
-    from kohaku.pipeline import task_values
+    """The task of ``--task``, its interpolations resolved with ``--set`` (kohaku.runner.pipeline.task_values)."""
+    from kohaku.runner.pipeline import task_values
     from kohaku.tasks import build_task, task_file
 
     return build_task(task_values(args.task, args.set), f"{task_file(args.task)}: task")
 
 
 def score_task(args: argparse.Namespace, task) -> int:
-    from kohaku.corpus import CorpusError
+    from kohaku.ingest.corpus import CorpusError
     from kohaku.tasks.scoring import score_submission
 
     try:
@@ -198,7 +198,7 @@ def score_task(args: argparse.Namespace, task) -> int:
         if args.llm:
             from kohaku.llm.base import load_backend
             from kohaku.llm.cache import open_generation_cache
-            from kohaku.pipeline import option_values
+            from kohaku.runner.pipeline import option_values
 
             loaded = load_backend(option_values("llm", args.llm))
             backend, cache = (lambda: loaded), open_generation_cache(args.cache_dir, loaded.identity, True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the OCR engine of kohaku/text/ocr.py: Tesseract 5 and its language data from Debian
+# Install the OCR engine of kohaku/ingest/text/ocr.py: Tesseract 5 and its language data from Debian
 # (tesseract-ocr, tesseract-ocr-<lang>; English by default). No Python package and no model
 # download: the engine runs as a command, its models come inside the Debian packages.
 # Idempotent: nothing is installed when `tesseract --list-langs` already has every language.

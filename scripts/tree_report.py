@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import polars as pl  # noqa: E402
 
-from kohaku.corpus import read_metadata  # noqa: E402
-from kohaku.parsing import ParseConfig, parse_corpus  # noqa: E402
-from kohaku.tree import TreeConfig, build_tree, corpus_report  # noqa: E402
+from kohaku.ingest.corpus import read_metadata  # noqa: E402
+from kohaku.ingest.parsing import ParseConfig, parse_corpus  # noqa: E402
+from kohaku.ingest.tree import TreeConfig, build_tree, corpus_report  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

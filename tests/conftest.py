@@ -40,7 +40,7 @@ def compose(overrides: list[str] | None = None, return_hydra_config: bool = Fals
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from kohaku.pipeline import register_config_schemas
+    from kohaku.runner.pipeline import register_config_schemas
 
     register_config_schemas()
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF), job_name="test"):

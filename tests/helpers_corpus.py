@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from kohaku.stage import Stage, StageContext
+from kohaku.runner.stage import Stage, StageContext
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kohaku.text.segment import _Item
+from kohaku.ingest.text.segment import _Item
 
 
 def _text_block(text: str, page: int = 1) -> dict:

@@ -5,7 +5,7 @@ counts, progress bars, HTTP concurrency, timeouts and retries, whether a cache o
 encodings is read). In: everything else, the llm backend's identity included (the dtype it
 resolves on this machine, its DECODER_VERSION, the versions of the libraries that compute the
 tokens), so an artifact made by an older decoder is never reused. Keys are predicted the way the
-runner computes them (kohaku.sweep.predict_keys); the last test runs the real runner on
+runner computes them (kohaku.runner.sweep.predict_keys); the last test runs the real runner on
 data/sample.
 """
 
@@ -19,12 +19,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import compose
-from kohaku.config import as_dict, build, key_data, not_keyed, unkeyed_fields
+from kohaku.core.config import as_dict, build, key_data, not_keyed, unkeyed_fields
 from kohaku.llm import base as llm_base
 from kohaku.llm.base import CONFIGS, backend_identity, key_config, load_backend
-from kohaku.pipeline import Registry, run_pipeline
-from kohaku.stage import Stage, plain
-from kohaku.sweep import predict_keys
+from kohaku.runner.pipeline import Registry, run_pipeline
+from kohaku.runner.stage import Stage, plain
+from kohaku.runner.sweep import predict_keys
 
 STAGES = ["parse", "questions", "caption", "tree", "embed", "index", "plan", "retrieve", "infer", "vote", "score"]
 
@@ -261,11 +261,11 @@ def test_the_fakes_decoder_version_is_its_revision():
 
 def test_the_dtype_resolved_on_this_machine_is_in_the_key(monkeypatch):
     """dtype auto is bfloat16 on a CPU with native bf16 and float32 on another: other samples."""
-    import kohaku.devices
+    import kohaku.core.devices
 
-    monkeypatch.setattr(kohaku.devices, "cpu_has_native_bf16", lambda flags=None: True)
+    monkeypatch.setattr(kohaku.core.devices, "cpu_has_native_bf16", lambda flags=None: True)
     bf16 = keys("llm.device=cpu")
-    monkeypatch.setattr(kohaku.devices, "cpu_has_native_bf16", lambda flags=None: False)
+    monkeypatch.setattr(kohaku.core.devices, "cpu_has_native_bf16", lambda flags=None: False)
     f32 = keys("llm.device=cpu")
     assert bf16["infer"] != f32["infer"]
     assert f32["infer"] == keys("llm.device=cpu", "llm.threads=1")["infer"]

@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku import artifacts
-from kohaku.artifacts import ArtifactStore, CacheLockError
-from kohaku.pipeline import Registry, StageError, run_pipeline
-from kohaku.stage import Stage
+from kohaku.core import artifacts
+from kohaku.core.artifacts import ArtifactStore, CacheLockError
+from kohaku.runner.pipeline import Registry, StageError, run_pipeline
+from kohaku.runner.stage import Stage
 
 
 @pytest.fixture

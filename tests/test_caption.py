@@ -1,4 +1,4 @@
-"""The caption stage (kohaku/captioning.py) and figures in the tree: fake captions from the image
+"""The caption stage (kohaku/ingest/captioning.py) and figures in the tree: fake captions from the image
 hash, the generation cache (a second run makes no model call, a new prompt recaptions), the
 OpenAI-compatible backend over HTTP (the PNG really travels as an image_url part), figure
 paragraphs in the right section, and caption=none leaving the tree as it is."""
@@ -15,14 +15,14 @@ import pytest
 
 from conftest import compose
 from helpers_http import LocalServer, chat_completion
-from kohaku.captioning import CAPTIONS_SCHEMA, CaptionConfig, caption_figures, figure_blocks
-from kohaku.corpus import read_metadata
+from kohaku.ingest.captioning import CAPTIONS_SCHEMA, CaptionConfig, caption_figures, figure_blocks
+from kohaku.ingest.corpus import read_metadata
 from kohaku.llm import Counters, load_backend
 from kohaku.llm.cache import GenerationCache
 from kohaku.llm.fake import FakeBackend, fake_caption
-from kohaku.parsing import ParseConfig, read_corpus
-from kohaku.pipeline import run_pipeline
-from kohaku.tree import TreeConfig, build_tree
+from kohaku.ingest.parsing import ParseConfig, read_corpus
+from kohaku.runner.pipeline import run_pipeline
+from kohaku.ingest.tree import TreeConfig, build_tree
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 
@@ -160,7 +160,7 @@ def test_pipeline_caption_fake_then_cache_then_new_prompt(tmp_path):
 
 
 def test_caption_config_validation():
-    from kohaku.config import ConfigError, build
+    from kohaku.core.config import ConfigError, build
 
     with pytest.raises(ConfigError, match="caption: llm has no 'backend'"):
         build(CaptionConfig, {"llm": {"model": "x"}}, "caption")
@@ -195,7 +195,7 @@ def test_caption_requests_are_vllm_multimodal_chat_input(parsed):
 
     from PIL import Image
 
-    from kohaku.captioning import caption_requests
+    from kohaku.ingest.captioning import caption_requests
 
     _, _, figures = parsed
     shas, requests = caption_requests(figures, CaptionConfig())
@@ -249,8 +249,8 @@ def test_an_images_folder_corpus(tmp_path):
 
     from PIL import Image
 
-    from kohaku.corpus import CorpusConfig
-    from kohaku.parsing import corpus_files
+    from kohaku.ingest.corpus import CorpusConfig
+    from kohaku.ingest.parsing import corpus_files
 
     root = tmp_path / "corpus"
     (root / "docs").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The caption path (kohaku/captioning.py) on the real vLLM CPU engine with tiny vision-language
+"""The caption path (kohaku/ingest/captioning.py) on the real vLLM CPU engine with tiny vision-language
 models built here, so the multimodal request format is checked by the engine itself (marker
 ``vllm``; ``bash scripts/test_vllm.sh``; skipped where vllm is not importable).
 
@@ -40,7 +40,7 @@ if str(getattr(vllm, "__version__", "")).endswith("+fake"):  # pragma: no cover
 
 import polars as pl  # noqa: E402
 
-from kohaku.captioning import CaptionConfig, caption_figures, caption_requests  # noqa: E402
+from kohaku.ingest.captioning import CaptionConfig, caption_figures, caption_requests  # noqa: E402
 from kohaku.llm import Counters, load_backend  # noqa: E402
 from kohaku.llm.base import BackendError  # noqa: E402
 from kohaku.llm.cache import GenerationCache  # noqa: E402

@@ -69,7 +69,7 @@ def test_run_script_accepts_plus_experiment(repo):
 
 
 def _stages():
-    from kohaku.pipeline import Registry
+    from kohaku.runner.pipeline import Registry
 
     registry = Registry()
     return [registry.get(name) for name in registry.names]
@@ -145,7 +145,7 @@ def test_group_yaml_sets_only_what_differs_from_the_dataclass():
 
 
 def test_cache_key_hashes_the_built_config_so_code_defaults_count():
-    from kohaku.pipeline import Registry
+    from kohaku.runner.pipeline import Registry
     from kohaku.retrieval.retrieve import RetrieveConfig
 
     retrieve = Registry().get("retrieve")

@@ -8,10 +8,10 @@ import re
 import polars as pl
 import pytest
 
-from kohaku.config import ConfigError, build
+from kohaku.core.config import ConfigError, build
 from kohaku.retrieval.context import GAP, PARA_GAP, ContextBuilder, RenderConfig, TreeView
 from kohaku.retrieval.retrieve import RetrieveConfig
-from kohaku.text.tokens import count_tokens
+from kohaku.core.tokens import count_tokens
 
 # doc -> sections (title, paragraphs (kind, sentences[, paragraph text])); table rows are the
 # sentences of a table; a paragraph given as (kind, text) has no sentences
@@ -209,10 +209,10 @@ def test_trimming_and_citations_follow_the_blocks_whatever_the_format(separator,
     """The context carries its blocks and their documents; the answering step trims whole blocks
     from the end and lets the model cite only the documents of the blocks it kept, whatever
     ``retrieve.separator`` and ``retrieve.block_format`` say (no marker is parsed back)."""
-    from kohaku.answering import InferConfig, build_messages, run_infer, templates
+    from kohaku.answer.answering import InferConfig, build_messages, run_infer, templates
     from kohaku.tasks import load_task
     from kohaku.llm.fake import FakeBackend
-    from kohaku.pipeline import option_values
+    from kohaku.runner.pipeline import option_values
     from kohaku.retrieval.retrieve import CONTEXTS_SCHEMA
 
     builder = ContextBuilder(VIEW, RenderConfig(separator=separator, block_format=block_format))

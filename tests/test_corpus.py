@@ -8,9 +8,9 @@ import polars as pl
 import pytest
 
 from helpers_corpus import make_ctx
-from kohaku.config import ConfigError, build
-from kohaku.corpus import CorpusConfig, CorpusError, read_metadata, read_questions, read_solutions
-from kohaku.pipeline import option_values
+from kohaku.core.config import ConfigError, build
+from kohaku.ingest.corpus import CorpusConfig, CorpusError, read_metadata, read_questions, read_solutions
+from kohaku.runner.pipeline import option_values
 from kohaku.stages import questions as questions_stage
 
 META = "id,type,title,year,citation,url\n"

@@ -1,8 +1,8 @@
-"""kohaku.devices: native bf16 is read from the CPU's flags, not from torch's AVX512 check."""
+"""kohaku.core.devices: native bf16 is read from the CPU's flags, not from torch's AVX512 check."""
 
 from __future__ import annotations
 
-from kohaku.devices import cpu_flags, cpu_has_native_bf16
+from kohaku.core.devices import cpu_flags, cpu_has_native_bf16
 
 # flag lines as /proc/cpuinfo writes them (abridged)
 ZEN4 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 fma avx512f avx512bw avx512_bf16 avx512_vnni\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kohaku.embedding import EmbedConfig, HashingEncoder, embed_nodes, encode_texts
+from kohaku.retrieval.embedding import EmbedConfig, HashingEncoder, embed_nodes, encode_texts
 from kohaku.retrieval.docprior import (DocPrior, DocPriorConfig, normalise, question_priors,
                                        question_quarters, question_years)
 from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval

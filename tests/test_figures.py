@@ -1,4 +1,4 @@
-"""Figures cut from PDF pages (kohaku/text/figures.py) and the figures table of the parse stage:
+"""Figures cut from PDF pages (kohaku/ingest/text/figures.py) and the figures table of the parse stage:
 the sample charts (a matplotlib image and a vector chart), a matplotlib PDF chart, the filters
 (tiny images, repeated logos, full-page scans), render failures, and that finding figures leaves
 the text blocks as they are."""
@@ -14,11 +14,11 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from kohaku.corpus import read_metadata
-from kohaku.parsing import FIGURES_SCHEMA, ParseConfig, read_corpus
-from kohaku.text import pdf as pdf_mod
-from kohaku.text.figures import FigureOptions, RenderError
-from kohaku.text.pdf import PdfOptions, read_pdf
+from kohaku.ingest.corpus import read_metadata
+from kohaku.ingest.parsing import FIGURES_SCHEMA, ParseConfig, read_corpus
+from kohaku.ingest.text import pdf as pdf_mod
+from kohaku.ingest.text.figures import FigureOptions, RenderError
+from kohaku.ingest.text.pdf import PdfOptions, read_pdf
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
@@ -195,7 +195,7 @@ def test_a_figure_that_cannot_be_rendered_is_a_named_warning(monkeypatch):
 
 
 def test_figure_options_validate():
-    from kohaku.config import ConfigError, build
+    from kohaku.core.config import ConfigError, build
 
     with pytest.raises(ConfigError, match="figures.dpi=1000"):
         build(ParseConfig, {"figures": {"dpi": 1000}}, "parse")
@@ -213,7 +213,7 @@ def test_a_gridded_table_under_a_figure_caption_is_a_chart(first):
     """chart_tables skips building lines when no "fig" is in the page's text; a caption whose
     first word hides it behind an invisible character, a ligature or a dotted capital is still
     found (the quick test reads the text as the caption line is made)."""
-    from kohaku.text.figures import chart_tables
+    from kohaku.ingest.text.figures import chart_tables
 
     table = (100.0, 100.0, 300.0, 200.0)
     caption = [_word(first, 100, 205, 130, 215), _word("3:", 132, 205, 140, 215), _word("Revenue", 142, 205, 190, 215)]

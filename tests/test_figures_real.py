@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kohaku.text.figures import FigureBox, FigureOptions
-from kohaku.text.pdf import PdfOptions, read_pdf
+from kohaku.ingest.text.figures import FigureBox, FigureOptions
+from kohaku.ingest.text.pdf import PdfOptions, read_pdf
 
 DATA = Path(__file__).resolve().parent / "data" / "real_pdfs"
 LONGEVAL = DATA / "2023.eacl-main.121.pdf"

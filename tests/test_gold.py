@@ -144,8 +144,8 @@ def test_retrieve_stage_reports_gold_recall_when_the_task_has_gold(tmp_path: Pat
 
     from omegaconf import OmegaConf
 
-    from kohaku.services import Services
-    from kohaku.stage import StageContext
+    from kohaku.runner.services import Services
+    from kohaku.runner.stage import StageContext
     from kohaku.stages import retrieve as retrieve_stage
     from test_retrieve import _stage_dirs
 

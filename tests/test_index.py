@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.config import ConfigError, build
+from kohaku.core.config import ConfigError, build
 from kohaku.retrieval.search import (
     ExactSearcher,
     IndexConfig,
@@ -19,8 +19,8 @@ from kohaku.retrieval.search import (
     read_meta,
     write_index,
 )
-from kohaku.services import Services
-from kohaku.stage import StageContext
+from kohaku.runner.services import Services
+from kohaku.runner.stage import StageContext
 from kohaku.stages import index as index_stage
 
 

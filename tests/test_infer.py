@@ -10,15 +10,15 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.config import ConfigError, build
+from kohaku.core.config import ConfigError, build
 from kohaku.llm import ChatRequest
 from kohaku.llm.fake import FakeBackend
-from kohaku.pipeline import option_values
+from kohaku.runner.pipeline import option_values
 from kohaku.retrieval.retrieve import CONTEXTS_SCHEMA
-from kohaku.stage import StageContext
+from kohaku.runner.stage import StageContext
 from kohaku.stages import infer as infer_mod
-from kohaku import answering
-from kohaku.answering import InferConfig, parse_answer, run_infer
+from kohaku.answer import answering
+from kohaku.answer.answering import InferConfig, parse_answer, run_infer
 from kohaku.tasks import load_task
 from kohaku.tasks.spec import AnswerSpec
 
@@ -267,8 +267,8 @@ def test_field_limits_shrink_to_fit_max_tokens():
 
 
 def test_trim_blocks_drops_then_cuts():
-    from kohaku.prompts import trim_blocks
-    from kohaku.text.tokens import count_tokens
+    from kohaku.llm.prompts import trim_blocks
+    from kohaku.core.tokens import count_tokens
 
     blocks = ["[ref_id=a] " + "alpha " * 50, "[ref_id=b] " + "beta " * 50, "[ref_id=c] gamma"]
     ctx = "\n---\n".join(blocks)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.config import ConfigError, build
+from kohaku.core.config import ConfigError, build
 from kohaku.llm.fake import FakeBackend
-from kohaku.metrics import ScoreConfig
-from kohaku.stage import StageContext
+from kohaku.tasks.wattbot.metric import ScoreConfig
+from kohaku.runner.stage import StageContext
 from kohaku.stages.score import STAGE
 from kohaku.tasks import load_task
 

@@ -9,13 +9,13 @@ import json
 import polars as pl
 import pytest
 
-from kohaku.answering import InferConfig, answer_schema, parse_answer, run_infer
-from kohaku.config import ConfigError, build
+from kohaku.answer.answering import InferConfig, answer_schema, parse_answer, run_infer
+from kohaku.core.config import ConfigError, build
 from kohaku.llm.fake import FakeBackend
-from kohaku.schema_check import SchemaError, problems
+from kohaku.core.schema_check import SchemaError, problems
 from kohaku.tasks import kinds, load_task
 from kohaku.tasks.spec import KindSpec, KindsSpec, build_task
-from kohaku.voting import VoteConfig, vote, vote_generations
+from kohaku.answer.voting import VoteConfig, vote, vote_generations
 
 TASK = load_task("typed_answers")
 KINDS = TASK.answer.kinds

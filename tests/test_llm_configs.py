@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from kohaku.config import build
-from kohaku.pipeline import option_values
+from kohaku.core.config import build
+from kohaku.runner.pipeline import option_values
 from kohaku.llm.base import BACKENDS, identity_of
 from kohaku.llm.hf import HFConfig
 from kohaku.llm.openai_backend import OpenAIConfig
 from kohaku.llm.vllm_backend import VLLMConfig
 from kohaku.llm.fake import FakeConfig
-from kohaku.answering import InferConfig
-from kohaku.planning import PlannerConfig
+from kohaku.answer.answering import InferConfig
+from kohaku.retrieval.planning import PlannerConfig
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 CLASSES = {"hf": HFConfig, "vllm": VLLMConfig, "openai": OpenAIConfig, "fake": FakeConfig}
@@ -46,7 +46,7 @@ def test_planner_configs_build(option):
 
 
 def test_infer_config_builds_with_both_prompt_orders():
-    from kohaku.answering import templates
+    from kohaku.answer.answering import templates
     from kohaku.tasks import load_task
 
     values = resolved("infer", "default")

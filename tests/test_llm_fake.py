@@ -6,16 +6,16 @@ import json
 
 from kohaku.llm import ChatRequest, identity_of, load_backend
 from kohaku.llm.fake import FakeBackend
-from kohaku.answering import answer_schema
-from kohaku.planning import planner_schema, PlannerConfig
+from kohaku.answer.answering import answer_schema
+from kohaku.retrieval.planning import planner_schema, PlannerConfig
 
 
 def test_default_script_answers_from_the_first_snippet():
     fake = load_backend({"name": "fake", "backend": "fake", "model": "fake", "revision": "0"})
     assert isinstance(fake, FakeBackend)
     assert fake.identity == identity_of({"name": "fake", "backend": "fake", "model": "fake", "revision": "0"})
-    from kohaku.config import build
-    from kohaku.answering import InferConfig
+    from kohaku.core.config import build
+    from kohaku.answer.answering import InferConfig
 
     from kohaku.tasks import load_task
 

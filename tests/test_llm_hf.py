@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from kohaku.llm import BackendError, ChatRequest, load_backend
-from kohaku.artifacts import sha256_file
+from kohaku.core.artifacts import sha256_file
 from kohaku.llm.fetch import GGUFSource, ensure_gguf, models_dir
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "llm"
@@ -35,7 +35,7 @@ def test_models_dir_env_and_checksum_mismatch(tmp_path, monkeypatch):
 
 
 def test_unknown_backend_and_key_errors():
-    from kohaku.config import ConfigError
+    from kohaku.core.config import ConfigError
 
     with pytest.raises(BackendError, match="llm.backend"):
         load_backend({"name": "x", "backend": "llamacpp"})
@@ -118,8 +118,8 @@ def test_smollm2_json_closes_before_max_tokens(smollm):
 
 def test_minimal_instance_and_json_state():
     from kohaku.llm.hf.sampler import JsonState, minimal_instance
-    from kohaku.answering import InferConfig, answer_schema
-    from kohaku.config import build
+    from kohaku.answer.answering import InferConfig, answer_schema
+    from kohaku.core.config import build
 
     from kohaku.tasks import load_task
 

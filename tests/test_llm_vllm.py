@@ -107,7 +107,7 @@ def test_engine_errors_name_the_config_keys(fake_vllm):
 
 
 def test_unknown_config_key_fails(fake_vllm):
-    from kohaku.config import ConfigError
+    from kohaku.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="llm.tensor_paralel_size"):
         load_backend(llm_cfg("vllm_qwen2_5_7b", tensor_paralel_size=2))
@@ -209,7 +209,7 @@ def test_chunked_prefill_on_cpu_is_what_kills_the_engine(fake_cpu):
 
 
 def test_cpu_batched_tokens_below_max_model_len_is_a_config_error(fake_vllm):
-    from kohaku.config import ConfigError
+    from kohaku.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="max_num_batched_tokens"):
         load_backend(llm_cfg("vllm_qwen2_5_7b", max_model_len=8192, enable_chunked_prefill=False,
@@ -282,7 +282,7 @@ def test_gguf_config_loads_the_converted_folder(fake_cpu, monkeypatch, tmp_path)
 
 
 def test_hf_folder_conversion_is_cached_and_checksummed(tmp_path, monkeypatch):
-    from kohaku.artifacts import sha256_file
+    from kohaku.core.artifacts import sha256_file
     from kohaku.llm import fetch
 
     monkeypatch.setenv("KOHAKU_MODELS", str(tmp_path))
@@ -315,9 +315,9 @@ def test_hf_folder_conversion_is_cached_and_checksummed(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("native_bf16, dtype", [(False, "float32"), (True, "bfloat16")])
 def test_cpu_dtype_auto_follows_native_bf16(fake_cpu, monkeypatch, native_bf16, dtype):
-    import kohaku.devices
+    import kohaku.core.devices
 
-    monkeypatch.setattr(kohaku.devices, "cpu_has_native_bf16", lambda: native_bf16)
+    monkeypatch.setattr(kohaku.core.devices, "cpu_has_native_bf16", lambda: native_bf16)
     backend = load_backend(llm_cfg("vllm_qwen2_5_7b", max_model_len=8192))
     backend.generate([ChatRequest(messages=[{"role": "user", "content": "q"}])])
     (llm,) = fake_cpu.LLM.instances

@@ -1,4 +1,4 @@
-"""OCR engine module (kohaku/text/ocr.py): garbage detection of text layers, word accuracy on a
+"""OCR engine module (kohaku/ingest/text/ocr.py): garbage detection of text layers, word accuracy on a
 rendered scan with known text, boxes in PDF points in reading order, timeouts and a missing
 engine as named errors, pdfplumber's image-only and OCR-layered test files.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kohaku.text.ocr import (OcrOptions, OcrPage, OcrUnavailable, engine_identity, layer_stats, ocr_available,
+from kohaku.ingest.text.ocr import (OcrOptions, OcrPage, OcrUnavailable, engine_identity, layer_stats, ocr_available,
                              ocr_page, ocr_pdf, page_needs_ocr, plan_pages, render_page, rotate_back, text_layer_usable,
                              word_accuracy)
 
@@ -324,7 +324,7 @@ def test_image_only_pdfplumber_file_yields_words():
 
 
 def test_cjk_neighbours_on_a_line_merge():
-    from kohaku.text.ocr import _merge_cjk
+    from kohaku.ingest.text.ocr import _merge_cjk
 
     def w(text, x0, x1, line=1):
         return {"text": text, "px0": x0, "px1": x1, "conf": 90.0, "line": line}

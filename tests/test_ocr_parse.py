@@ -17,11 +17,11 @@ import polars as pl
 import pytest
 
 from conftest import compose
-from kohaku.corpus import read_metadata
-from kohaku.parsing import ParseConfig, ocr_key, read_corpus
-from kohaku.pipeline import run_pipeline
-from kohaku.text.ocr import OcrOptions, OcrUnavailable, engine_identity, word_accuracy
-from kohaku.tree import TreeConfig, build_tree
+from kohaku.ingest.corpus import read_metadata
+from kohaku.ingest.parsing import ParseConfig, ocr_key, read_corpus
+from kohaku.runner.pipeline import run_pipeline
+from kohaku.ingest.text.ocr import OcrOptions, OcrUnavailable, engine_identity, word_accuracy
+from kohaku.ingest.tree import TreeConfig, build_tree
 
 REPO = Path(__file__).resolve().parents[1]
 OCR_DATA = REPO / "tests/data/ocr"
@@ -105,7 +105,7 @@ def test_a_missing_engine_is_one_warning_and_todays_behaviour(tmp_path, caplog):
 
 
 def test_the_engine_identity_is_in_the_parse_key(monkeypatch):
-    import kohaku.parsing as parsing
+    import kohaku.ingest.parsing as parsing
 
     values = {k: getattr(OcrOptions(), k) for k in ("mode", "engine", "lang", "dpi")}
     monkeypatch.setattr(parsing, "engine_identity", lambda opts: {"engine": "tesseract", "version": "5.3.0",

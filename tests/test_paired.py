@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kohaku.metrics import score_frames
+from kohaku.tasks.wattbot.metric import score_frames
 from kohaku.report.paired import ScoreMatrix, bootstrap, compare, holm, minimum_detectable, resample_counts
 
 

@@ -11,12 +11,12 @@ import polars as pl
 import pytest
 
 from helpers_corpus import LEFT, RIGHT, TABLE, make_ctx, write_two_column_pdf
-from kohaku.corpus import read_metadata
+from kohaku.ingest.corpus import read_metadata
 from kohaku.stages import parse as parse_stage
-from kohaku.corpus import CorpusConfig
-from kohaku.parsing import ParseConfig, corpus_files, parse_corpus
-from kohaku.text.formats import DocumentError, parse_markdown, read_text
-from kohaku.text.pdf import read_pdf
+from kohaku.ingest.corpus import CorpusConfig
+from kohaku.ingest.parsing import ParseConfig, corpus_files, parse_corpus
+from kohaku.ingest.text.formats import DocumentError, parse_markdown, read_text
+from kohaku.ingest.text.pdf import read_pdf
 
 pytest.importorskip("fpdf")
 
@@ -200,7 +200,7 @@ def test_parse_stage_compute(tmp_path, caplog):
 
 
 def test_parse_config_errors():
-    from kohaku.config import ConfigError, build
+    from kohaku.core.config import ConfigError, build
 
     with pytest.raises(ConfigError, match="parse.nope"):
         build(ParseConfig, {"nope": 1}, "parse")

@@ -20,11 +20,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kohaku.corpus import read_metadata
-from kohaku.parsing import ParseConfig, read_corpus
-from kohaku.text.figures import FigureOptions
-from kohaku.text.pdf import PdfOptions, read_pdf
-from kohaku.text.pdfium_page import PdfiumDocument
+from kohaku.ingest.corpus import read_metadata
+from kohaku.ingest.parsing import ParseConfig, read_corpus
+from kohaku.ingest.text.figures import FigureOptions
+from kohaku.ingest.text.pdf import PdfOptions, read_pdf
+from kohaku.ingest.text.pdfium_page import PdfiumDocument
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_PDFS = [REPO / "data/sample/pdfs/okafor2023.pdf", REPO / "data/sample/chen2024.pdf"]
@@ -152,8 +152,8 @@ def test_a_stopped_parse_leaves_no_worker_behind(tmp_path, sig):
     """A parse of 8 PDFs with 2 workers (pdfplumber engine: slow enough to be stopped mid-corpus)
     is sent SIGTERM or SIGINT once its workers run: it exits and no worker process is left."""
     root = _corpus(tmp_path, [REGISTER], copies=8)
-    code = ("import sys; from pathlib import Path; from kohaku.corpus import read_metadata; "
-            "from kohaku.parsing import ParseConfig, read_corpus; root = Path(sys.argv[1]); "
+    code = ("import sys; from pathlib import Path; from kohaku.ingest.corpus import read_metadata; "
+            "from kohaku.ingest.parsing import ParseConfig, read_corpus; root = Path(sys.argv[1]); "
             "read_corpus(root, read_metadata(root / 'metadata.csv'), "
             "ParseConfig(workers=2, engine='pdfplumber', pages_per_job=4))")
     proc = subprocess.Popen([sys.executable, "-c", code, str(root)], cwd=REPO, stdout=subprocess.DEVNULL,

@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers_pdfgen import truetype_pdf, type3_pdf
-from kohaku import parsing
-from kohaku.corpus import read_metadata
-from kohaku.parsing import ParseConfig, document_table, read_corpus
-from kohaku.text import clean, native
-from kohaku.text.pdf import PdfOptions, _word_settings, read_pdf
-from kohaku.text.pdfium_page import LIGATURES, PdfiumDocument
+from kohaku.ingest import parsing
+from kohaku.ingest.corpus import read_metadata
+from kohaku.ingest.parsing import ParseConfig, document_table, read_corpus
+from kohaku.ingest.text import clean, native
+from kohaku.ingest.text.pdf import PdfOptions, _word_settings, read_pdf
+from kohaku.ingest.text.pdfium_page import LIGATURES, PdfiumDocument
 
 REPO = Path(__file__).resolve().parents[1]
 ASTRAL = REPO / "tests/data/astral/astral.pdf"
@@ -203,7 +203,7 @@ def _expand(text: str) -> str:
 
 def _blocks_or_error(path: Path, engine: str) -> list[str] | str:
     """The blocks' texts (each UTF-8 encodable), or the error of a PDF without any text."""
-    from kohaku.text.formats import DocumentError
+    from kohaku.ingest.text.formats import DocumentError
 
     try:
         texts = _block_texts(path, engine)

@@ -1,7 +1,7 @@
 """The fast page layout and text-layer check give exactly what the plain code they replaced gave.
 
-kohaku/text/ocr.py ``layer_stats`` (run on every page with parse.ocr.mode=auto) counts per
-distinct character and letter run instead of per character, and kohaku/text/pdf.py's row,
+kohaku/ingest/text/ocr.py ``layer_stats`` (run on every page with parse.ocr.mode=auto) counts per
+distinct character and letter run instead of per character, and kohaku/ingest/text/pdf.py's row,
 gutter and table-box helpers avoid per-word and per-x Python steps. The straightforward versions
 they replaced are kept here as the reference (``_ref_*``, as they were at fe6e252) and compared
 with the fast ones on random input (hypothesis): the same dicts, rows, texts, sizes and
@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kohaku.text import clean
-from kohaku.text import ocr as ocr_mod
-from kohaku.text import pdf as pdf_mod
-from kohaku.text.clean import normalize_line
+from kohaku.ingest.text import clean
+from kohaku.ingest.text import ocr as ocr_mod
+from kohaku.ingest.text import pdf as pdf_mod
+from kohaku.ingest.text.clean import normalize_line
 
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PAGES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # ~100 words each
@@ -144,7 +144,7 @@ def test_layer_stats_on_each_character_alone_and_in_words():
 
 def test_not_plain_covers_what_normalize_line_changes():
     """Each character that normalize_line's passes replace, drop, strip or match as a space is in
-    clean._NOT_PLAIN (a change to kohaku/text/clean.py that adds one fails here)."""
+    clean._NOT_PLAIN (a change to kohaku/ingest/text/clean.py that adds one fails here)."""
     special = set(clean._LIGATURES) | {chr(c) for c in clean._INVISIBLE}
     for cp in range(sys.maxunicode + 1):
         ch = chr(cp)

@@ -1,4 +1,4 @@
-"""The C loops of the pdfium engine (kohaku/text/pdfium_scan.c, built by kohaku/text/native.py)
+"""The C loops of the pdfium engine (kohaku/ingest/text/pdfium_scan.c, built by kohaku/ingest/text/native.py)
 give exactly what the Python loops give, page by page, on every real PDF the tests carry; the
 numpy helpers beside them equal the plain Python they replace; without a compiler the parse
 still runs (one warning) with the same output."""
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kohaku.text import native
-from kohaku.text import pdfium_page
-from kohaku.text.pdf import PdfOptions, read_pdf
+from kohaku.ingest.text import native
+from kohaku.ingest.text import pdfium_page
+from kohaku.ingest.text.pdf import PdfOptions, read_pdf
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = sorted([*(ROOT / "tests/data/real_pdfs").glob("*.pdf"), *(ROOT / "tests/data/ocr").glob("*.pdf"),
@@ -96,7 +96,7 @@ def test_library_off_or_unbuildable_is_none_with_one_warning(tmp_path, monkeypat
         with caplog.at_level(logging.WARNING, logger="kohaku.text.native"):
             assert native.library() is None
             assert native.library() is None   # cached: one warning
-        warnings = [r for r in caplog.records if r.name == "kohaku.text.native"]
+        warnings = [r for r in caplog.records if r.name == "kohaku.ingest.text.native"]
         assert len(warnings) == 1 and "no-such-cc" in warnings[0].getMessage()
         assert list(tmp_path.iterdir()) == []   # nothing half-built left behind
     finally:

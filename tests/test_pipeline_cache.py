@@ -14,11 +14,11 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.artifacts import ArtifactStore, CorruptArtifact, artifact_key, fingerprint_files, sha256_file, stable_json
-from kohaku.config import ConfigError
-from kohaku.pipeline import Registry, run_pipeline
-from kohaku.stage import Stage
-from kohaku.versions import library_versions
+from kohaku.core.artifacts import ArtifactStore, CorruptArtifact, artifact_key, fingerprint_files, sha256_file, stable_json
+from kohaku.core.config import ConfigError
+from kohaku.runner.pipeline import Registry, run_pipeline
+from kohaku.runner.stage import Stage
+from kohaku.core.versions import library_versions
 
 CALLS: list[str] = []
 
@@ -233,7 +233,7 @@ def test_key_depends_on_every_part():
 
 
 def test_atomic_write_replaces_whole_files_and_cleans_up_on_failure(tmp_path):
-    from kohaku.artifacts import atomic_write
+    from kohaku.core.artifacts import atomic_write
 
     target = tmp_path / "a.json"
     assert atomic_write(target, lambda tmp: tmp.write_text("old")) == target
@@ -352,7 +352,7 @@ def test_discard_and_clean_scratch(tmp_path):
 
 
 def test_atomic_write_uses_a_hidden_unique_sibling(tmp_path):
-    from kohaku.artifacts import atomic_write
+    from kohaku.core.artifacts import atomic_write
 
     seen = []
     atomic_write(tmp_path / "a.json", lambda tmp: (seen.append(tmp), tmp.write_text("x")))
@@ -362,7 +362,7 @@ def test_atomic_write_uses_a_hidden_unique_sibling(tmp_path):
 
 
 def test_atomic_write_that_fails_before_writing_raises_its_own_error(tmp_path):
-    from kohaku.artifacts import atomic_write
+    from kohaku.core.artifacts import atomic_write
 
     def fail(tmp):
         raise OSError("no space left")
@@ -384,8 +384,8 @@ def test_store_in_a_new_folder_and_manifest_values_as_text(tmp_path):
 def test_lock_error_message_in_full(tmp_path, monkeypatch):
     import errno
 
-    from kohaku import artifacts
-    from kohaku.artifacts import CacheLockError
+    from kohaku.core import artifacts
+    from kohaku.core.artifacts import CacheLockError
 
     def flock(handle, op):
         raise OSError(errno.ENOLCK, "No locks available")

@@ -8,14 +8,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kohaku.config import ConfigError, build
+from kohaku.core.config import ConfigError, build
 from kohaku.llm import ChatRequest
 from kohaku.llm.fake import FakeBackend
 from kohaku.llm.cache import GenerationCache
-from kohaku.pipeline import option_values
-from kohaku import planning
+from kohaku.runner.pipeline import option_values
+from kohaku.retrieval import planning
 from kohaku.stages import plan as plan_mod
-from kohaku.planning import (PlannerConfig, dedup_queries, find_acronym_definitions,
+from kohaku.retrieval.planning import (PlannerConfig, dedup_queries, find_acronym_definitions,
                                 mine_acronyms, plan_queries)
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

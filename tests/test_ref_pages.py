@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from kohaku.voting import with_ref_pages
+from kohaku.answer.voting import with_ref_pages
 
 
 def test_ref_pages_are_the_cited_documents_pages_in_the_context_of_the_last_attempt() -> None:

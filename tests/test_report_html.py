@@ -24,7 +24,7 @@ import polars as pl
 import pytest
 
 from conftest import compose
-from kohaku.pipeline import run_pipeline
+from kohaku.runner.pipeline import run_pipeline
 from kohaku.report import html as report_html
 from kohaku.report.html import MAX_BLOCK_CHARS, Blocks, render, script_json
 from test_compare import load_script

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kohaku.metrics import WEIGHTS
+from kohaku.tasks.wattbot.metric import WEIGHTS
 from kohaku.report import write_reports
 from kohaku.report.compare import CompareError, Config, read_run, score_matrix
 from kohaku.report.metric import Component, Metric, metric_from_json, wattbot_metric
@@ -327,7 +327,7 @@ def test_leaderboard_and_comparison_of_a_judged_task(fb_sweep, tmp_path, capsys)
     assert {"score_mean", "judge_mean", "numeric_mean"} <= set(long.columns)
     md = paths["ablation_md"].read_text()
     assert "financebench: 1.00 judge" in md and "the task's classes" in md and "wrong_text" in md
-    assert "kohaku/diagnosis.py" not in md
+    assert "kohaku/tasks/wattbot/diagnosis.py" not in md
     runs, _ = collect_runs(fb_sweep)
     assert components(runs) == [("score", "overall"), ("judge", "judge (1.00)"), ("numeric", "numeric (0.00)")]
     assert load_script("leaderboard").main([str(fb_sweep), "--out", str(tmp_path / "rep2"), "--resamples", "500"]) == 0

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kohaku.config import ConfigError, build
-from kohaku.errors import KohakuError
+from kohaku.core.config import ConfigError, build
+from kohaku.core.errors import KohakuError
 from kohaku.llm.fake import FakeBackend
 from kohaku.retrieval.rerankers import (
     CrossEncoderReranker,

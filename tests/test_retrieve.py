@@ -11,17 +11,17 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.config import ConfigError, build
-from kohaku.embedding import HashingEncoder, encode_texts
+from kohaku.core.config import ConfigError, build
+from kohaku.retrieval.embedding import HashingEncoder, encode_texts
 from kohaku.retrieval.context import ContextBuilder, RenderConfig, TreeView
 from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
-from kohaku.services import Services
-from kohaku.stage import StageContext
+from kohaku.runner.services import Services
+from kohaku.runner.stage import StageContext
 from kohaku.stages import retrieve as retrieve_stage
-from kohaku.embedding import embed_nodes
-from kohaku.embedding import EmbedConfig
+from kohaku.retrieval.embedding import embed_nodes
+from kohaku.retrieval.embedding import EmbedConfig
 from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
-from kohaku.text.tokens import count_tokens
+from kohaku.core.tokens import count_tokens
 
 CORPUS = {
     "alpha": [

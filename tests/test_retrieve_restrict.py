@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kohaku.config import ConfigError
-from kohaku.embedding import EmbedConfig, HashingEncoder, embed_nodes, encode_texts
+from kohaku.core.config import ConfigError
+from kohaku.retrieval.embedding import EmbedConfig, HashingEncoder, embed_nodes, encode_texts
 from kohaku.retrieval.evidence import EvidenceConfig
 from kohaku.retrieval.retrieve import (RestrictError, RetrieveConfig, question_documents,
                                        run_retrieval)
@@ -106,5 +106,5 @@ def test_restriction_errors_name_the_question_and_column():
     assert question_documents(questions("alpha", "alpha, beta"), "doc_name", corpus) == {
         "q1": ("alpha",), "q2": ("alpha", "beta")}
     with pytest.raises(ConfigError, match="restrict_column"):
-        from kohaku.config import build
+        from kohaku.core.config import build
         build(RetrieveConfig, {"restrict_column": " "}, "retrieve")

@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.pipeline import option_values
-from kohaku.stage import StageContext
+from kohaku.runner.pipeline import option_values
+from kohaku.runner.stage import StageContext
 from kohaku.stages.score import STAGE as SCORE
-from kohaku.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
+from kohaku.tasks.wattbot.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "data" / "wattbot" / "solutions_public.csv"

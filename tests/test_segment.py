@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from helpers_segment import _items, _text_block
 
-from kohaku.text.clean import document_vocab, fix_small_caps, join_lines, normalize_line
-from kohaku.text.headings import best_chain, match_heading, numbering_step_ok, split_run_in
+from kohaku.ingest.text.clean import document_vocab, fix_small_caps, join_lines, normalize_line
+from kohaku.ingest.text.headings import best_chain, match_heading, numbering_step_ok, split_run_in
 import pytest
 
-from kohaku.text.segment import (
+from kohaku.ingest.text.segment import (
     Paragraph,
     Section,
     SegmentConfig,
@@ -35,7 +35,7 @@ from kohaku.text.segment import (
     heading_sections,
     segment_document,
 )
-from kohaku.text.sentences import split_sentences
+from kohaku.ingest.text.sentences import split_sentences
 
 
 # --------------------------------------------------------------------- normalising
@@ -979,7 +979,7 @@ def test_run_in_heading_on_a_later_page():
 
 
 def test_block_items_pages_levels_and_line_widths():
-    from kohaku.text.segment import _block_items
+    from kohaku.ingest.text.segment import _block_items
 
     blocks = [
         {"page": 2, "kind": "heading", "text": "A\n\n  Title ,  Part", "level": None},  # lines joined, level 1
@@ -1036,7 +1036,7 @@ def test_cut_paragraph_boundaries():
 
 
 def test_finish_paragraphs_drops_empty_ones_and_goes_on():
-    from kohaku.text.segment import _finish_paragraphs
+    from kohaku.ingest.text.segment import _finish_paragraphs
 
     def finish(paragraphs, **cfg):
         sec = Section("S", 1, "heading", paragraphs=paragraphs)
@@ -1059,7 +1059,7 @@ def test_finish_paragraphs_drops_empty_ones_and_goes_on():
 
 
 def test_a_table_caption_after_its_table_is_consumed_once():
-    from kohaku.text.segment import _attach_table_captions
+    from kohaku.ingest.text.segment import _attach_table_captions
 
     intro, outro = _para(LONG_PARA), _para("The next paragraph goes on after the table here.")
     table = _para("A 10\nB 20", "table", sentences=["A 10", "B 20"])
@@ -1092,7 +1092,7 @@ def test_join_first_merges_a_short_lead_into_the_next_sentence():
 
 
 def test_fold_empty_sections_paths_from_a_heading_first():
-    from kohaku.text.segment import _fold_empty_sections
+    from kohaku.ingest.text.segment import _fold_empty_sections
 
     secs = [Section("1 A", 1, "heading", level=1), Section("1.1 B", 1, "heading", level=2, paragraphs=[_para("x")])]
     assert [(s.title, s.path) for s in _fold_empty_sections(secs)] == [("1.1 B", "1 A > 1.1 B")]
@@ -1126,7 +1126,7 @@ def test_hyphen_evidence_from_blocks_without_a_kind_and_empty_blocks():
     (["1 Introduction 3", "2 Method 5", "3 Results 9", "4 Outlook 12", "1 Introduction", "2 Method"], [4, 5]),
 ])
 def test_contents_run_rule(lines, kept):
-    from kohaku.text.segment import _drop_contents_runs
+    from kohaku.ingest.text.segment import _drop_contents_runs
 
     items = [_Item("line", text=t) for t in lines]
     cands = {i: match_heading("1 Any") for i in range(len(items))}  # every line a candidate

@@ -7,7 +7,7 @@ from helpers_segment import _items, _text_block
 
 import pytest
 
-from kohaku.text.segment import (
+from kohaku.ingest.text.segment import (
     SegmentConfig,
     _caps_context_ok,
     _context_ok,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers_segment import _items
-from kohaku.text.segment import (
+from kohaku.ingest.text.segment import (
     SegmentConfig,
     _build,
     _find_tables_and_captions,

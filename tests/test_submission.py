@@ -1,4 +1,4 @@
-"""Submission format: ref lists, building, writing, validating, round trip (kohaku/submission.py)."""
+"""Submission format: ref lists, building, writing, validating, round trip (kohaku/tasks/wattbot/submission.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kohaku.metrics import score_files
-from kohaku.submission import (
+from kohaku.tasks.wattbot.metric import score_files
+from kohaku.tasks.wattbot.submission import (
     SUBMISSION_COLUMNS,
     SubmissionError,
     answers_to_submission,

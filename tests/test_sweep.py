@@ -139,9 +139,9 @@ def test_sweep_shares_the_cache_and_the_leaderboard_lists_four_runs(launcher, tm
     if launcher == "ray":
         assert "_node_ip_address='127.0.0.1'" in log
     if launcher == "local":
-        # kohaku.sweep orders the points by the keys it predicts from their configs: they must be
+        # kohaku.runner.sweep orders the points by the keys it predicts from their configs: they must be
         # the keys the runner used, or the order would be wrong.
-        from kohaku.sweep import predict_keys
+        from kohaku.runner.sweep import predict_keys
 
         for run in runs:
             predicted = predict_keys(compose(run["overrides"]))  # the point's overrides, cache.dir included

@@ -1,4 +1,4 @@
-"""kohaku.sweep: the launch order of sweep points (distinct upstream work first)."""
+"""kohaku.runner.sweep: the launch order of sweep points (distinct upstream work first)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 from conftest import compose
 
-from kohaku.sweep import cached_fingerprint, order_points, order_sweep, predict_keys
+from kohaku.runner.sweep import cached_fingerprint, order_points, order_sweep, predict_keys
 
 STAGES = ("parse", "embed", "retrieve", "infer", "vote")
 

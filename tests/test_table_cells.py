@@ -1,4 +1,4 @@
-"""kohaku.text.table_cells.find_tables gives exactly pdfplumber's TableFinder tables: on the
+"""kohaku.ingest.text.table_cells.find_tables gives exactly pdfplumber's TableFinder tables: on the
 committed real PDFs (PDFium edges, as PdfiumPage.find_tables builds them), on pinned grids and
 on random edge sets (hypothesis)."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from pdfplumber.table import TableFinder, TableSettings
 
-from kohaku.text.pdfium_page import PdfiumDocument
-from kohaku.text.table_cells import _cells, _intersections, _merged_edges, find_tables
+from kohaku.ingest.text.pdfium_page import PdfiumDocument
+from kohaku.ingest.text.table_cells import _cells, _intersections, _merged_edges, find_tables
 
 REAL = Path(__file__).parent / "data" / "real_pdfs"
 LONGEVAL = REAL / "2023.eacl-main.121.pdf"

@@ -1,4 +1,4 @@
-"""kohaku.text.table_cells.extract gives exactly pdfplumber's Table.extract(): on every table of
+"""kohaku.ingest.text.table_cells.extract gives exactly pdfplumber's Table.extract(): on every table of
 the committed real PDFs (PdfiumPage.find_tables, its word "chars"), on pinned small tables and on
 random word boxes in random grids (hypothesis)."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from pdfplumber.table import Table
 
-from kohaku.text.pdfium_page import PdfiumDocument
-from kohaku.text.table_cells import extract
+from kohaku.ingest.text.pdfium_page import PdfiumDocument
+from kohaku.ingest.text.table_cells import extract
 
 ROOT = Path(__file__).parent.parent
 REAL = [*sorted((ROOT / "tests" / "data" / "real_pdfs").glob("*.pdf")),

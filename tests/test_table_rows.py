@@ -1,4 +1,4 @@
-"""Table rows matched with their title and column header (kohaku/tree/rows.py), the accounting
+"""Table rows matched with their title and column header (kohaku/ingest/tree/rows.py), the accounting
 lexicon (kohaku/retrieval/lexicon.py) in the evidence rescoring and as a planner query, and
 table pages first (kohaku/retrieval/pages.py), on hand-made documents: a statement page
 outranks a narrative page that mentions the same words without the figures; a question naming
@@ -9,11 +9,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from kohaku.embedding import context_texts
+from kohaku.retrieval.embedding import context_texts
 from kohaku.retrieval.evidence import EvidenceConfig, EvidenceScorer
 from kohaku.retrieval.lexicon import expansions
-from kohaku.tree.model import NODES_SCHEMA, TreeView
-from kohaku.tree.rows import is_header, is_row, row_prefixes
+from kohaku.ingest.tree.model import NODES_SCHEMA, TreeView
+from kohaku.ingest.tree.rows import is_header, is_row, row_prefixes
 
 
 def _node(node_id, parent, level, order, text, page=1, block_kind="text", section="", doc="acme"):
@@ -121,7 +121,7 @@ def test_a_question_naming_no_statement_is_ranked_as_before():
 
 
 def test_the_lexicon_query_follows_the_question():
-    from kohaku.planning import PlannerConfig, plan_queries
+    from kohaku.retrieval.planning import PlannerConfig, plan_queries
 
     questions = pl.DataFrame({"qid": ["a", "b"], "question": ["What was the capex in 2018?", "Who founded Acme?"],
                               "answer_unit": ["", ""]})

@@ -2,7 +2,7 @@
 hashing encoder: this tests the plumbing, not the answers).
 
 The toy task lives in a tmp folder ``<tmp>/task/toy.yaml`` that is put on Hydra's search path
-with the override ``hydra.searchpath=[file://<tmp>]`` (kohaku.pipeline.compose_config honours
+with the override ``hydra.searchpath=[file://<tmp>]`` (kohaku.runner.pipeline.compose_config honours
 it, as scripts/run.py does): no file under conf/ and no Python code. It reads
 data/sample/short_answer/questions.csv, names its answer field ``reply``, never abstains, votes
 by normalised text and writes its own column names. One cache serves every run of the module, so
@@ -20,8 +20,8 @@ import pytest
 
 from conftest import SAMPLE
 from kohaku.llm.fake import FakeBackend, default_responder
-from kohaku.pipeline import compose_config, run_pipeline
-from kohaku.services import Services
+from kohaku.runner.pipeline import compose_config, run_pipeline
+from kohaku.runner.services import Services
 
 SHORT = SAMPLE / "short_answer"
 FAST = ["llm=fake", "embed.model=hash:64", "embed.dtype=float32"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kohaku.config import ConfigError
+from kohaku.core.config import ConfigError
 from kohaku.llm.base import ChatRequest, Completion, Counters
 from kohaku.llm.cache import open_generation_cache
 from kohaku.llm.fake import FakeBackend

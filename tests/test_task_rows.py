@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kohaku.config import ConfigError
+from kohaku.core.config import ConfigError
 from kohaku.tasks import load_task
 from kohaku.tasks import refs
 from kohaku.tasks.scoring import round_score, score_submission
@@ -166,7 +166,7 @@ def test_editing_a_metric_changes_the_score_key_and_nothing_else(tmp_path, monke
     from omegaconf import OmegaConf
 
     from conftest import compose
-    from kohaku.sweep import predict_keys
+    from kohaku.runner.sweep import predict_keys
 
     mod = tmp_path / "mymetrics_issue40.py"
     mod.write_text("def score_it(rows, params, env):\n    return [1.0 for r in rows]\n")

@@ -18,18 +18,18 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import CONF
-from kohaku.answering import GENERATIONS_SCHEMA, InferConfig, answer_schema, parse_answer
-from kohaku.config import ConfigError
-from kohaku.corpus import CorpusError
+from kohaku.answer.answering import GENERATIONS_SCHEMA, InferConfig, answer_schema, parse_answer
+from kohaku.core.config import ConfigError
+from kohaku.ingest.corpus import CorpusError
 from kohaku.llm.fake import FakeBackend
-from kohaku.metrics import score_files
-from kohaku.pipeline import compose_config
+from kohaku.tasks.wattbot.metric import score_files
+from kohaku.runner.pipeline import compose_config
 from kohaku.tasks import load_task, registry
 from kohaku.tasks.builtin import columns_writer
 from kohaku.tasks.io import read_questions, read_rows
 from kohaku.tasks.scoring import score_submission
 from kohaku.tasks.spec import QuestionsSpec, SubmissionSpec, VoteSpec, build_task
-from kohaku.voting import VoteConfig, vote, vote_generations
+from kohaku.answer.voting import VoteConfig, vote, vote_generations
 from test_scripts_score import write as write_wattbot_csv
 from test_task_squad import ref_exact_match_score, ref_f1_score, ref_metric_max_over_ground_truths
 

@@ -1,4 +1,4 @@
-"""The MLflow callback (``hydra/callbacks=mlflow``, kohaku/tracking.py) on data/sample with the
+"""The MLflow callback (``hydra/callbacks=mlflow``, kohaku/report/tracking.py) on data/sample with the
 fake LLM and the hashing encoder: a 4-point sweep is one parent run and four child runs whose
 params and metrics are the leaderboard's, read back with MLflow's own client; a tracking server
 that cannot be reached (a closed port on 127.0.0.1; no server is started) is one warning and
@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 from conftest import REPO
-from kohaku.tracking import (PARENT_TAG, RUN_PATH_TAG, TRUNCATED, MlflowLogger, TrackedRun, TrackingConfig, clip,
+from kohaku.report.tracking import (PARENT_TAG, RUN_PATH_TAG, TRUNCATED, MlflowLogger, TrackedRun, TrackingConfig, clip,
                              entity_key, flatten, param_text)
 from test_sweep import FAKE, SWEEP, free_port, run_sweep
 
@@ -163,7 +163,7 @@ def test_an_unreachable_tracking_server_is_one_warning_and_changes_no_output(tra
     # A sweep against it (the callback's hooks on the finished sweep's dirs): one warning in all.
     from omegaconf import OmegaConf
 
-    from kohaku.callbacks import MlflowTracking
+    from kohaku.runner.callbacks import MlflowTracking
 
     before = {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()}
     callback = MlflowTracking(tracking_uri=uri, http_timeout_s=2)
@@ -174,13 +174,13 @@ def test_an_unreachable_tracking_server_is_one_warning_and_changes_no_output(tra
         for n in range(4):
             callback.on_job_end(OmegaConf.create({"hydra": {"runtime": {"output_dir": str(sweep / str(n))}}}))
         callback.on_multirun_end(config)
-    assert [r.name for r in caplog.records if r.levelno >= logging.WARNING] == ["kohaku.tracking"]
+    assert [r.name for r in caplog.records if r.levelno >= logging.WARNING] == ["kohaku.report.tracking"]
     assert callback.parent_id is None and callback.logger.failed
     assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == before
 
 
 def test_importing_kohaku_does_not_import_mlflow():
-    code = ("import sys, kohaku, kohaku.tracking, kohaku.callbacks, kohaku.pipeline; "
+    code = ("import sys, kohaku, kohaku.report.tracking, kohaku.runner.callbacks, kohaku.runner.pipeline; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'mlflow'))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

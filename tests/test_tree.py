@@ -8,14 +8,14 @@ import polars as pl
 import pytest
 
 from helpers_corpus import LEFT, RIGHT, TABLE, make_ctx, write_tables, write_two_column_pdf
-from kohaku.config import ConfigError, build
-from kohaku.corpus import read_metadata
-from kohaku.pipeline import option_values
+from kohaku.core.config import ConfigError, build
+from kohaku.ingest.corpus import read_metadata
+from kohaku.runner.pipeline import option_values
 from kohaku.stages import tree as tree_stage
-from kohaku.captioning import CAPTIONS_SCHEMA
-from kohaku.parsing import FIGURES_SCHEMA, ParseConfig, parse_corpus
-from kohaku.tree import NODES_SCHEMA, TreeConfig, build_tree, chunk_sentences, corpus_report
-from kohaku.text.tokens import count_tokens
+from kohaku.ingest.captioning import CAPTIONS_SCHEMA
+from kohaku.ingest.parsing import FIGURES_SCHEMA, ParseConfig, parse_corpus
+from kohaku.ingest.tree import NODES_SCHEMA, TreeConfig, build_tree, chunk_sentences, corpus_report
+from kohaku.core.tokens import count_tokens
 
 ID = re.compile(r"^[a-z0-9_]+(#s\d+(\.p\d+(\.t\d+)?)?)?$")
 
@@ -205,8 +205,8 @@ def test_wattbot_segmentation_targets(wattbot_root):
 def test_documents_left_out_of_the_tree_are_named(tmp_path, caplog):
     """Readable documents whose text does not survive segmentation (a heading alone, a page
     number, a running header) are named with the reason in the log and the run's problems."""
-    from kohaku.parsing import BLOCKS_SCHEMA, DOCUMENTS_SCHEMA
-    from kohaku.pipeline import StageRecord, problem_lines
+    from kohaku.ingest.parsing import BLOCKS_SCHEMA, DOCUMENTS_SCHEMA
+    from kohaku.runner.pipeline import StageRecord, problem_lines
 
     ids = ["dummy", "pageno", "header"]
     texts = [("heading", "Dummy PDF file"), ("text", "3"), ("text", "Page 1 of 1")]
@@ -269,8 +269,8 @@ def test_a_sentence_gets_the_page_it_starts_on():
 def test_sentence_pages_fall_back_to_the_paragraph_page():
     """A sentence the block text does not hold (altered beyond folding) keeps its paragraph's
     page; a repeat of the text far later in the document is not taken for it."""
-    from kohaku.text.segment import Paragraph, Section
-    from kohaku.tree.build import sentence_pages
+    from kohaku.ingest.text.segment import Paragraph, Section
+    from kohaku.ingest.tree.build import sentence_pages
 
     blocks = [{"page": 1, "text": "Alpha beta gamma delta."},
               {"page": 9, "text": "Something else entirely."}]

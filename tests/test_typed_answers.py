@@ -12,11 +12,11 @@ import polars as pl
 import pytest
 
 from conftest import REPO, SAMPLE
-from kohaku.answering import InferConfig, answer_schema
-from kohaku.pipeline import compose_config, run_pipeline
+from kohaku.answer.answering import InferConfig, answer_schema
+from kohaku.runner.pipeline import compose_config, run_pipeline
 from kohaku.retrieval.gold import node_pages
-from kohaku.schema_check import problems
-from kohaku.submission import SubmissionError
+from kohaku.core.schema_check import problems
+from kohaku.tasks.wattbot.submission import SubmissionError
 from kohaku.tasks import documents, kinds, load_task
 from kohaku.tasks.builtin import columns_writer
 

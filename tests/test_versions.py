@@ -1,4 +1,4 @@
-"""kohaku.versions: the library versions run.json and every manifest record."""
+"""kohaku.core.versions: the library versions run.json and every manifest record."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import polars
 import torch
 
 import kohaku
-from kohaku.versions import RESULT_LIBRARIES, library_versions
+from kohaku.core.versions import RESULT_LIBRARIES, library_versions
 
 
 def test_versions_are_the_installed_ones() -> None:

@@ -62,7 +62,7 @@ def test_fake_engine_args_are_the_real_ones():
 
 
 def test_engine_runs_with_cpu_safe_settings(engine):
-    from kohaku.devices import cpu_has_native_bf16
+    from kohaku.core.devices import cpu_has_native_bf16
 
     (out,) = engine.generate([ChatRequest(messages=QUESTION, max_tokens=8)])
     assert out.prompt_tokens > 10 and 1 <= out.completion_tokens[0] <= 8

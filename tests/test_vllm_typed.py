@@ -22,9 +22,9 @@ vllm = pytest.importorskip("vllm", reason="the real engine: bash scripts/test_vl
 if str(getattr(vllm, "__version__", "")).endswith("+fake"):  # pragma: no cover
     pytest.skip("the fake vllm is on sys.path", allow_module_level=True)
 
-from kohaku.answering import InferConfig, answer_schema  # noqa: E402
+from kohaku.answer.answering import InferConfig, answer_schema  # noqa: E402
 from kohaku.llm import ChatRequest, load_backend  # noqa: E402
-from kohaku.schema_check import problems  # noqa: E402
+from kohaku.core.schema_check import problems  # noqa: E402
 from kohaku.tasks import load_task  # noqa: E402
 
 pytestmark = pytest.mark.vllm

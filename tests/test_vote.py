@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 from omegaconf import OmegaConf
 
-from kohaku.config import ConfigError, build
-from kohaku.stage import StageContext
+from kohaku.core.config import ConfigError, build
+from kohaku.runner.stage import StageContext
 from kohaku.stages.vote import STAGE
-from kohaku.pipeline import option_values
-from kohaku.voting import VoteConfig, ensemble_submissions, generations_to_candidates, vote
-from kohaku.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
+from kohaku.runner.pipeline import option_values
+from kohaku.answer.voting import VoteConfig, ensemble_submissions, generations_to_candidates, vote
+from kohaku.tasks.wattbot.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
 
 
 def cands(values: list[str], refs: list[list[str]] | None = None, qid: str = "q1",
@@ -277,7 +277,7 @@ def test_ensemble_submissions_in_process() -> None:
     """ensemble_submissions votes per id across inputs in any row order: canonical values,
     blanks dropped, refs and the row from an agreeing input, question/unit from the first input,
     ref_url from the inputs' pairs or from ``urls``."""
-    from kohaku.voting import ensemble_submissions
+    from kohaku.answer.voting import ensemble_submissions
 
     s1 = _submission([("q1", "Q one", "a1", "1,000", "kWh", "['d1']", "['http://u1']", "s1", "e1"),
                       ("q2", "Q two", "x", "is_blank", "", "[]", "[]", "is_blank", "x")])
@@ -305,7 +305,7 @@ def test_ensemble_submissions_in_process() -> None:
     assert sub["answer_value"].to_list() == ["is_blank", "is_blank"]
     assert sub["supporting_materials"].to_list() == ["is_blank", "is_blank"]
     # a missing column names the input
-    from kohaku.submission import SubmissionError
+    from kohaku.tasks.wattbot.submission import SubmissionError
 
     with pytest.raises(SubmissionError, match="second"):
         ensemble_submissions([s1, s2.drop("answer_value")], names=["first", "second"])
@@ -315,8 +315,8 @@ def test_vote_generations_fills_every_column_and_the_summary(caplog) -> None:
     """The whole answers table of vote_generations: union refs, ref_url only for known ids with
     a url, supporting materials from the sample or else the cited titles, blank and unanswered
     questions, answer_unit, and the summary."""
-    from kohaku.submission import answers_to_submission
-    from kohaku.voting import vote_generations
+    from kohaku.tasks.wattbot.submission import answers_to_submission
+    from kohaku.answer.voting import vote_generations
 
     gens = pl.DataFrame({
         "qid": ["q1", "q1", "q1", "q2", "q2", "q4", "q4", "q5"],
@@ -514,8 +514,8 @@ def test_output_row_fields_come_from_the_representative() -> None:
 def test_ensemble_of_minimal_inputs_with_nulls_and_numbers() -> None:
     """Inputs with only id, answer_value and ref_id (numbers, nulls, empty ref lists) vote like
     strings; missing text columns become empty; errors name the input."""
-    from kohaku.submission import SubmissionError
-    from kohaku.voting import ensemble_submissions
+    from kohaku.tasks.wattbot.submission import SubmissionError
+    from kohaku.answer.voting import ensemble_submissions
 
     a = pl.DataFrame({"id": ["q1", "q2"], "answer_value": [5, None], "ref_id": ["[]", "[]"]})
     b = pl.DataFrame({"id": ["q1", "q2"], "answer_value": [5, 7], "ref_id": ["[]", "['d1']"],
@@ -536,7 +536,7 @@ def test_ensemble_of_minimal_inputs_with_nulls_and_numbers() -> None:
 
 
 def test_vote_generations_counts_ref_fallbacks_and_types_unanswered_rows() -> None:
-    from kohaku.voting import vote_generations
+    from kohaku.answer.voting import vote_generations
 
     gens = pl.DataFrame({
         "qid": ["q1", "q1"], "attempt": [0, 0], "sample_idx": [0, 1], "answer_value": ["5", "5"],

@@ -92,7 +92,7 @@ else:
         def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
             import ray
 
-            from kohaku.config import ConfigError
+            from kohaku.core.config import ConfigError
 
             init = {k: v for k, v in (OmegaConf.to_container(self.ray_cfg.init, resolve=True) or {}).items()
                     if v is not None}

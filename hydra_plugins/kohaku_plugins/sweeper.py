@@ -10,7 +10,7 @@ from omegaconf import DictConfig, open_dict
 
 class KeyOrderedSweeper(BasicSweeper):
     """Hydra's basic sweeper (same overrides, ``params`` and ``max_batch_size``) whose points are
-    launched in ``kohaku.sweep.order_points`` order: points with distinct upstream artifacts first,
+    launched in ``kohaku.runner.sweep.order_points`` order: points with distinct upstream artifacts first,
     points that only differ downstream of an artifact another point computes last. Only the launch
     order (and so the numbering of point dirs) changes. ``order: given`` keeps Hydra's order."""
 
@@ -27,7 +27,7 @@ class KeyOrderedSweeper(BasicSweeper):
     def split_arguments(self, overrides: Any, max_batch_size: int | None) -> list[list[list[str]]]:  # type: ignore[override]
         points = BasicSweeper.split_arguments(overrides, None)[0]
         if self.order == "keys":
-            from kohaku.sweep import order_sweep
+            from kohaku.runner.sweep import order_sweep
 
             points = order_sweep(points, self._compose)
         if max_batch_size is None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from kohaku.errors import KohakuError
+from kohaku.core.errors import KohakuError
 
 
 class BackendError(KohakuError, RuntimeError):
@@ -236,7 +236,7 @@ def key_config(llm_cfg: Any) -> Any:
     model): as it is."""
     if not isinstance(llm_cfg, dict) or not llm_cfg:
         return llm_cfg
-    from kohaku.config import unkeyed_fields
+    from kohaku.core.config import unkeyed_fields
 
     target = CONFIGS.get(str(llm_cfg.get("backend")))
     dropped = unkeyed_fields(_resolve(target)) if target else frozenset()

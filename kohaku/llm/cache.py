@@ -36,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from kohaku.artifacts import atomic_write
+from kohaku.core.artifacts import atomic_write
 from kohaku.llm.base import (
     Backend,
     BackendError,

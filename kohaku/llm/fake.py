@@ -31,9 +31,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kohaku.config import build
+from kohaku.core.config import build
 from kohaku.llm.base import ChatRequest, Completion, content_images, content_text, identity_of
-from kohaku.text.tokens import count_tokens
+from kohaku.core.tokens import count_tokens
 
 Responder = Callable[[ChatRequest, int], str]
 
@@ -49,7 +49,7 @@ class FakeConfig:
     model: str = "fake"
     revision: str = "0"
     script: str = "default"       # default: the behaviour described in kohaku/llm/fake.py
-    max_context: int = 8192       # tokens (counted with kohaku.text.tokens)
+    max_context: int = 8192       # tokens (counted with kohaku.core.tokens)
 
 
 def _cited(req: ChatRequest, text: str) -> list[str]:
@@ -176,7 +176,7 @@ class FakeBackend:
     def from_config(cls, llm_cfg: dict[str, Any]) -> "FakeBackend":
         cfg = build(FakeConfig, llm_cfg, "llm")
         if cfg.script != "default":
-            from kohaku.config import ConfigError
+            from kohaku.core.config import ConfigError
 
             raise ConfigError(f"llm.script={cfg.script!r}: the fake backend knows only 'default'")
         return cls(name=cfg.name, max_context=cfg.max_context, identity=config_identity(llm_cfg))

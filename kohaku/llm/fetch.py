@@ -30,7 +30,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kohaku.artifacts import atomic_write, sha256_file
+from kohaku.core.artifacts import atomic_write, sha256_file
 from kohaku.llm.base import BackendError
 
 log = logging.getLogger(__name__)

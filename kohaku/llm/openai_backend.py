@@ -27,7 +27,7 @@ server, llama.cpp server, hosted APIs.
   ``llm.default_base_url``; the API key comes from the variable named by ``llm.api_key_env``.
 - ``llm.max_context: null`` reads the served model's context length from ``GET /models``
   (``max_model_len``, reported by vLLM), less ``llm.estimate_margin`` because ``count_tokens`` is
-  the model-free estimate of kohaku.text.tokens (there is no tokenizer to call).
+  the model-free estimate of kohaku.core.tokens (there is no tokenizer to call).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from kohaku.config import build, not_keyed
+from kohaku.core.config import build, not_keyed
 from kohaku.llm.base import (
     BackendError,
     ChatRequest,
@@ -60,7 +60,7 @@ from kohaku.llm.base import (
     identity_of,
     sent_params,
 )
-from kohaku.text.tokens import count_tokens
+from kohaku.core.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 

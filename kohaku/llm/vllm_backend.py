@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from kohaku.config import build, environment, not_keyed
+from kohaku.core.config import build, environment, not_keyed
 from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of, library_tag
 from kohaku.llm.fetch import GGUFSource, ensure_hf_folder
 
@@ -128,7 +128,7 @@ class VLLMConfig:
         """``auto`` on CPU: bfloat16 with native bf16 (AVX512-BF16/AMX), else float32 (vLLM
         would take bfloat16 on every CPU). On GPU ``auto`` stays vLLM's choice."""
         if self.dtype == "auto" and device == "cpu":
-            from kohaku.devices import cpu_has_native_bf16
+            from kohaku.core.devices import cpu_has_native_bf16
 
             return "bfloat16" if cpu_has_native_bf16() else "float32"
         return self.dtype

@@ -1,7 +1,7 @@
 """Reports over run dirs: leaderboard, ablation tables, paired comparisons and plots.
 
 ``write_reports(runs_dir, out_dir)`` (kohaku.report.reports) is what scripts/leaderboard.py and
-the Hydra multirun callback (kohaku.callbacks.SweepReport) call; scripts/compare.py uses
+the Hydra multirun callback (kohaku.runner.callbacks.SweepReport) call; scripts/compare.py uses
 kohaku.report.compare and kohaku.report.paired. Plotting (matplotlib) is imported only when a
 report is written.
 """

@@ -2,7 +2,7 @@
 
 A *configuration* is one or more scored runs of the same settings (several seeds); each run is a
 per-question score table (a run dir's ``scores.parquet``; a submission scored by
-:func:`kohaku.metrics.score_frames` for WattBot or the task's scorer, :func:`score_with_task`)
+:func:`kohaku.tasks.wattbot.metric.score_frames` for WattBot or the task's scorer, :func:`score_with_task`)
 read through its metric (:mod:`kohaku.report.metric`: the components, from the run's
 ``scores.json``). :func:`score_matrix` aligns configurations on the solutions' questions and
 averages each question's components over a configuration's seeds (it refuses configurations
@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kohaku.diagnosis import CLASSES as WATTBOT_CLASSES
-from kohaku.diagnosis import classify
-from kohaku.metrics import MetricError, score_frames
+from kohaku.tasks.wattbot.diagnosis import CLASSES as WATTBOT_CLASSES
+from kohaku.tasks.wattbot.diagnosis import classify
+from kohaku.tasks.wattbot.metric import MetricError, score_frames
 from kohaku.report.metric import (Metric, class_order, describe_metrics, metric_of, read_scores_json,
                                   wattbot_metric)
 from kohaku.report.paired import Comparison, ComponentMatrix, ScoreMatrix
-from kohaku.submission import read_csv_str
+from kohaku.tasks.wattbot.submission import read_csv_str
 
 log = logging.getLogger(__name__)
 
@@ -313,7 +313,7 @@ def _classified(config: Config, t: pl.DataFrame) -> pl.DataFrame | None:
 
 def class_names(configs: list[Config]) -> list[str]:
     """The error classes to show for these configurations, in order: the classes their
-    scores.json lists (WattBot's kohaku.diagnosis classes for WattBot tables without one), then
+    scores.json lists (WattBot's kohaku.tasks.wattbot.diagnosis classes for WattBot tables without one), then
     any other class their tables hold, in order of appearance."""
     order: list[str] = []
     for c in configs:

@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kohaku.diagnosis import classify
+from kohaku.tasks.wattbot.diagnosis import classify
 from kohaku.report.compare import PRED, PRED_REF, REQUIRED, TRUTH, TRUTH_REF, Config, flips, score_matrix
 from kohaku.report.metric import Metric, class_order, metric_of, read_scores_json
 from kohaku.report.paired import N_RESAMPLES, SEED, compare
-from kohaku.submission import parse_ref_list
+from kohaku.tasks.wattbot.submission import parse_ref_list
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kohaku.metrics import VARIANTS, WEIGHTS, MetricError
+from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, MetricError
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from kohaku.metrics import VARIANTS, WEIGHTS
+from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS
 from kohaku.report.metric import Component, Metric, wattbot_metric
 
 N_RESAMPLES = 10_000

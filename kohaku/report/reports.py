@@ -61,7 +61,7 @@ def _comparison_md(cmp: SweepComparison, swept: list[str]) -> str:
     lines.append(to_markdown(table))
     if cmp.classes:
         lines.append("\n## Error classes per point\n")
-        where = "kohaku/diagnosis.py" if cmp.metric is None or cmp.metric.is_wattbot else "the task's classes"
+        where = "kohaku/tasks/wattbot/diagnosis.py" if cmp.metric is None or cmp.metric.is_wattbot else "the task's classes"
         lines.append(f"Questions per class ({where}; mean over the point's runs).\n")
         lines.append(to_markdown(cmp.cells.select(*swept, *cmp.classes), floats=1))
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Collect finished runs: each run dir's ``run.json`` (written by kohaku.pipeline) as one row.
+"""Collect finished runs: each run dir's ``run.json`` (written by kohaku.runner.pipeline) as one row.
 
 A scored run's row has its ``score``, one column per metric component (named as the component:
 ``value``, ``ref``, ``na`` for WattBot; ``judge``, ``numeric``, ... for other tasks), its
@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 import yaml
 
-from kohaku.metrics import MetricError
+from kohaku.tasks.wattbot.metric import MetricError
 from kohaku.report.metric import Metric, metric_from_json, metric_of, read_scores_json, scores_json_of, wattbot_metric
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ broken, error-class counts) and a per-run table (each run against the baseline c
 leaderboard, or None (with a warning saying why) when the runs cannot be compared: among them
 runs scored with different metrics (another task, WattBot's other variant). The metric is each
 run's (its ``metric`` column, from its scores.json); the error classes are those its table holds
-(the task's; WattBot's kohaku.diagnosis classes for a WattBot table without them), in the order
+(the task's; WattBot's kohaku.tasks.wattbot.diagnosis classes for a WattBot table without them), in the order
 its scores.json lists them.
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kohaku.diagnosis import classify
-from kohaku.metrics import MetricError
+from kohaku.tasks.wattbot.diagnosis import classify
+from kohaku.tasks.wattbot.metric import MetricError
 from kohaku.report.compare import REQUIRED, Config, class_names, error_counts, score_matrix
 from kohaku.report.metric import (Metric, class_order, describe_metrics, read_scores_json, scores_json_of,
                                   wattbot_metric)

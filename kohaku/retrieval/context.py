@@ -30,8 +30,8 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from kohaku.text.tokens import count_tokens
-from kohaku.tree.model import TreeView
+from kohaku.core.tokens import count_tokens
+from kohaku.ingest.tree.model import TreeView
 
 GAP = " … "  # left-out sentences inside a paragraph
 PARA_GAP = "\n…\n"  # left-out text between two paragraphs of one block

@@ -12,7 +12,7 @@ For each (question, attempt) the first ``pool`` nodes of the fused ranking are r
           + dense_weight * cosine(question, node)              (query 0's vector)
           + term_weight  * idf share of the question's terms in the node
           + context_weight * the same over the node's paragraph, its section title and, for a
-                             table row, its table's title and column header (kohaku.tree.rows)
+                             table row, its table's title and column header (kohaku.ingest.tree.rows)
           + entity_weight  * share of the question's distinctive tokens (GPT-4, H100, 2023,
                              'quoted titles') in the node or its paragraph
           + unit_weight    * [the node holds a number followed by the asked unit or a synonym]
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from kohaku.planning import STOP_WORDS
+from kohaku.retrieval.planning import STOP_WORDS
 from kohaku.retrieval.lexicon import LEXICONS, expansions
 
 if TYPE_CHECKING:
-    from kohaku.tree.model import TreeView
+    from kohaku.ingest.tree.model import TreeView
 
 BLANK_UNITS = frozenset({"", "is_blank", "none", "n/a", "na"})
 LEXICON_DOCS = 3  # the lexicon feature scores nodes of the ranking's first documents only
@@ -381,7 +381,7 @@ class EvidenceScorer:
         secs = sections or [""] * n
         sec_terms = {sec: terms(sec) for sec in set(secs)}
         self.section_terms = Postings(sec_terms[sec] for sec in secs)
-        # a table row's title and column header (kohaku.tree.rows): part of its context
+        # a table row's title and column header (kohaku.ingest.tree.rows): part of its context
         self.header_terms = Postings(header_terms if header_terms is not None else [frozenset()] * n)
         df: Counter[str] = Counter()
         n_idf = 0
@@ -421,7 +421,7 @@ class EvidenceScorer:
             row_terms[r] = frozenset(terms(view.text[r]))
         for c in sorted({c for c in context_of if has_children[c]}):
             row_terms[c] = frozenset().union(*(row_terms[k] for k in view.children[c].tolist()))
-        from kohaku.tree.rows import row_prefixes
+        from kohaku.ingest.tree.rows import row_prefixes
 
         header_terms = [frozenset(terms(prefix)) if prefix else frozenset() for prefix in row_prefixes(view.nodes)]
         return cls(view.text, view.doc_id, context_of, leaves, vectors, titles, view.section,

@@ -4,7 +4,7 @@ A statement or table page is matched row by row: a question about capital expend
 several rows of one statement near the top (each row matching a part of the question: the
 years, "cash", "property"), and a context of 2,000 tokens filled in that order spends its budget
 on two or three table pages and misses the right one ranked a little lower. So the ranking is
-reordered: each table page (the page of a leaf that is a table row, kohaku.tree.rows.is_row)
+reordered: each table page (the page of a leaf that is a table row, kohaku.ingest.tree.rows.is_row)
 keeps only its best-ranked row in the first part, and every other node (prose, and rows of
 pages with no other) is a page of its own there:
 

@@ -25,13 +25,13 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from kohaku.config import ConfigError, build
-from kohaku.embedding import pick_device, resolve_model
-from kohaku.errors import KohakuError
+from kohaku.core.config import ConfigError, build
+from kohaku.retrieval.embedding import pick_device, resolve_model
+from kohaku.core.errors import KohakuError
 from kohaku.llm.base import Backend, ChatRequest, Counters
 from kohaku.llm.cache import GenerationCache, generate_cached
-from kohaku.prompts import check_template, render
-from kohaku.text.json_text import first_json_object
+from kohaku.llm.prompts import check_template, render
+from kohaku.llm.json_text import first_json_object
 
 log = logging.getLogger("kohaku.rerank")
 

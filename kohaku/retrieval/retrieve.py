@@ -22,9 +22,9 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from kohaku.config import ConfigError
-from kohaku.errors import KohakuError
-from kohaku.embedding import Encoder, encode_texts
+from kohaku.core.config import ConfigError
+from kohaku.core.errors import KohakuError
+from kohaku.retrieval.embedding import Encoder, encode_texts
 from kohaku.retrieval.context import ContextBuilder, RenderConfig
 from kohaku.retrieval.docprior import DocPriorConfig, question_priors
 from kohaku.retrieval.evidence import EvidenceConfig, EvidenceScorer
@@ -32,9 +32,9 @@ from kohaku.retrieval.rerankers import Reranker, RerankerConfig, rerank_rows
 from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
 from kohaku.retrieval.gold import parse_doc_list
 from kohaku.retrieval.pages import MODES as PAGE_MODES, pages_first
-from kohaku.tree.rows import is_row
+from kohaku.ingest.tree.rows import is_row
 from kohaku.retrieval.search import ExactSearcher, load_searchers, read_meta
-from kohaku.tree.model import TreeView
+from kohaku.ingest.tree.model import TreeView
 
 log = logging.getLogger("kohaku.retrieve")
 
@@ -74,7 +74,7 @@ class RetrieveConfig(RenderConfig):
     # keep at most max_hits*(a+1) ranked nodes; null = until the budget is full
     max_hits: int | None = None
     ef: int | None = None  # hnsw search breadth; null = the index's ef
-    max_context_tokens: int = 2000  # context budget (kohaku.text.tokens) at attempt 0
+    max_context_tokens: int = 2000  # context budget (kohaku.core.tokens) at attempt 0
     grow_budget: bool = True  # attempt a gets max_context_tokens*(a+1)
     # question-aware rescoring of the top of the ranking (unit, number, terms, entities,
     # named documents; kohaku/retrieval/evidence.py); evidence.pool 0 = off

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from kohaku.embedding import context_template, context_texts
+from kohaku.retrieval.embedding import context_template, context_texts
 
 log = logging.getLogger(__name__)
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from kohaku.stage import Stage
+from kohaku.runner.stage import Stage
 
 STAGE_MODULES: dict[str, str] = {
     "parse": "kohaku.stages.parse",

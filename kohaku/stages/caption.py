@@ -1,4 +1,4 @@
-"""caption stage: parse's ``figures`` -> ``captions`` (kohaku.captioning).
+"""caption stage: parse's ``figures`` -> ``captions`` (kohaku.ingest.captioning).
 
 Off by default (``caption=none``: an empty table, no model). Otherwise every distinct figure
 image goes to the vision backend ``caption.llm`` in one batched call through the generation
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from kohaku.captioning import CAPTIONS_SCHEMA, CaptionConfig, caption_figures
+from kohaku.ingest.captioning import CAPTIONS_SCHEMA, CaptionConfig, caption_figures
 from kohaku.llm.base import Counters, load_backend
 from kohaku.llm.cache import open_generation_cache
-from kohaku.stage import Stage, StageContext
+from kohaku.runner.stage import Stage, StageContext
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:

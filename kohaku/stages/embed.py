@@ -1,9 +1,9 @@
-"""embed stage: one unit vector per tree node (kohaku.embedding.embed_nodes).
+"""embed stage: one unit vector per tree node (kohaku.retrieval.embedding.embed_nodes).
 
 Leaves are encoded, parents aggregated bottom-up; encodings are cached per (model, text) under
 ``<cache.dir>/encodings/`` so re-embedding a grown corpus only encodes the new texts.
 ``embed.context`` (default none) puts each node's document title and section path in front of
-the text encoded (kohaku.embedding.context_texts); the encodings are keyed by that text.
+the text encoded (kohaku.retrieval.embedding.context_texts); the encodings are keyed by that text.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import polars as pl
 from omegaconf import DictConfig
 
-from kohaku.embedding import (EmbedConfig, EncodeStats, embed_nodes, int8_identity, load_encoder,
+from kohaku.retrieval.embedding import (EmbedConfig, EncodeStats, embed_nodes, int8_identity, load_encoder,
                               pick_device, pick_dtype)
-from kohaku.stage import Stage, StageContext
+from kohaku.runner.stage import Stage, StageContext
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:

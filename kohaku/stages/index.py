@@ -14,7 +14,7 @@ import polars as pl
 from omegaconf import DictConfig
 
 from kohaku.retrieval.search import IndexConfig, write_index
-from kohaku.stage import Stage, StageContext
+from kohaku.runner.stage import Stage, StageContext
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:

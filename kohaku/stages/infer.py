@@ -1,4 +1,4 @@
-"""infer stage: questions + retrieve contexts -> ``generations`` (kohaku.answering.run_infer).
+"""infer stage: questions + retrieve contexts -> ``generations`` (kohaku.answer.answering.run_infer).
 
 cache.dir is read from the run config, not hashed: moving the cache must not change keys.
 """
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from kohaku.answering import InferConfig, check_attempts, run_infer, templates
+from kohaku.answer.answering import InferConfig, check_attempts, run_infer, templates
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
-from kohaku.stage import Stage, StageContext
+from kohaku.runner.stage import Stage, StageContext
 from kohaku.tasks.spec import AnswerSpec, build_task
 
 SUMMARY_EVENTS = {

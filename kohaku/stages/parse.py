@@ -1,4 +1,4 @@
-"""parse stage: corpus files -> ``documents``, ``blocks`` and ``figures`` (kohaku.parsing).
+"""parse stage: corpus files -> ``documents``, ``blocks`` and ``figures`` (kohaku.ingest.parsing).
 
 A document that cannot be read becomes a ``documents`` row with status ``error`` and the
 reason; the run goes on and the bad documents are listed at the end of the run.
@@ -11,9 +11,9 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig
 
-from kohaku.corpus import CorpusConfig, read_metadata
-from kohaku.parsing import ParseConfig, corpus_files, log_summary, ocr_key, parse_summary, read_corpus
-from kohaku.stage import Stage, StageContext
+from kohaku.ingest.corpus import CorpusConfig, read_metadata
+from kohaku.ingest.parsing import ParseConfig, corpus_files, log_summary, ocr_key, parse_summary, read_corpus
+from kohaku.runner.stage import Stage, StageContext
 
 CONFIGS = {"corpus": CorpusConfig, "parse": ParseConfig}
 

@@ -1,4 +1,4 @@
-"""plan stage: questions (+ the tree for rules, an LLM for llm) -> ``queries`` (kohaku.planning)."""
+"""plan stage: questions (+ the tree for rules, an LLM for llm) -> ``queries`` (kohaku.retrieval.planning)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import polars as pl
 
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
-from kohaku.planning import PlannerConfig, plan_queries
-from kohaku.stage import Stage, StageContext
+from kohaku.retrieval.planning import PlannerConfig, plan_queries
+from kohaku.runner.stage import Stage, StageContext
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:

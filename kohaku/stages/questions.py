@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig
 
-from kohaku.corpus import CorpusConfig, questions_file
-from kohaku.stage import Stage, StageContext
+from kohaku.ingest.corpus import CorpusConfig, questions_file
+from kohaku.runner.stage import Stage, StageContext
 from kohaku.tasks.io import read_questions
 from kohaku.tasks.spec import QuestionsSpec
 

@@ -15,15 +15,15 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from kohaku.config import ConfigError, build
-from kohaku.corpus import CorpusConfig, CorpusFileNotFound, read_metadata
-from kohaku.embedding import EmbedConfig, load_encoder
+from kohaku.core.config import ConfigError, build
+from kohaku.ingest.corpus import CorpusConfig, CorpusFileNotFound, read_metadata
+from kohaku.retrieval.embedding import EmbedConfig, load_encoder
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
 from kohaku.retrieval.gold import GoldSpec, gold_figures, gold_path
 from kohaku.retrieval.rerankers import LLMReranker, RerankerConfig, load_reranker
 from kohaku.retrieval.retrieve import RetrieveConfig, retrieve
-from kohaku.stage import Stage, StageContext, plain
+from kohaku.runner.stage import Stage, StageContext, plain
 
 
 def _reranker(ctx: StageContext, rcfg: RerankerConfig):

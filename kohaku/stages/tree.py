@@ -1,4 +1,4 @@
-"""tree stage: parse tables (+ figure captions) -> the ``nodes`` table (kohaku.tree).
+"""tree stage: parse tables (+ figure captions) -> the ``nodes`` table (kohaku.ingest.tree).
 
 Captioned figures (the caption stage; none with ``caption=none``) become ``figure`` paragraphs
 after the block they follow; without captions the tree is what the blocks alone give.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from kohaku.captioning import figure_blocks
-from kohaku.stage import Stage, StageContext
-from kohaku.tree import TreeConfig, build_tree, corpus_report, dropped_problems, format_report
+from kohaku.ingest.captioning import figure_blocks
+from kohaku.runner.stage import Stage, StageContext
+from kohaku.ingest.tree import TreeConfig, build_tree, corpus_report, dropped_problems, format_report
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:

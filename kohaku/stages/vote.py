@@ -1,4 +1,4 @@
-"""vote stage: generations -> ``answers`` and ``submission.csv`` (kohaku.voting, the task's
+"""vote stage: generations -> ``answers`` and ``submission.csv`` (kohaku.answer.voting, the task's
 grouping and submission writer; with answer kinds each question's grouping, typed value and
 cited pages from kohaku.tasks.kinds, references as objects from kohaku.tasks.documents)."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig
 
-from kohaku.corpus import resolve_against_root
-from kohaku.stage import Stage, StageContext, plain
+from kohaku.ingest.corpus import resolve_against_root
+from kohaku.runner.stage import Stage, StageContext, plain
 from kohaku.tasks import documents, kinds, registry
 from kohaku.tasks.spec import KindsSpec, SubmissionSpec, VoteSpec
-from kohaku.voting import VoteConfig, vote_generations, with_ref_pages
+from kohaku.answer.voting import VoteConfig, vote_generations, with_ref_pages
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:

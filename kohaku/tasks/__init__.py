@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kohaku.config import ConfigError, ConfigFileNotFound
+from kohaku.core.config import ConfigError, ConfigFileNotFound
 from kohaku.tasks.spec import Task, build_task
 
 TASK_DIR = Path(__file__).resolve().parents[2] / "conf" / "task"

@@ -22,28 +22,28 @@ from typing import Any, Callable
 
 import polars as pl
 
-from kohaku import diagnosis
-from kohaku.artifacts import atomic_write
-from kohaku.config import ConfigError, build
+from kohaku.tasks.wattbot import diagnosis
+from kohaku.core.artifacts import atomic_write
+from kohaku.core.config import ConfigError, build
 from kohaku.llm.base import Counters
-from kohaku.submission import answers_to_submission, format_ref_list, write_submission
-from kohaku.metrics import MetricError, ref_score
+from kohaku.tasks.wattbot.submission import answers_to_submission, format_ref_list, write_submission
+from kohaku.tasks.wattbot.metric import MetricError, ref_score
 from kohaku.tasks import classes, documents, refs
-from kohaku.tasks.accounting import (gold_amount, normalize_text, numeric_match, parse_amount,
+from kohaku.tasks.financebench.accounting import (gold_amount, normalize_text, numeric_match, parse_amount,
                                      question_unit, same_amount)
 from kohaku.tasks.judge import JudgeConfig, JudgeItem, judge
 from kohaku.tasks.registry import register
 from kohaku.tasks.spec import SubmissionSpec, VoteSpec
-from kohaku.tasks.squad import exact_match, normalize_answer, token_f1
-from kohaku.values import format_number
-from kohaku.voting import WATTBOT_GROUPING, Grouping
+from kohaku.tasks.squad.metric import exact_match, normalize_answer, token_f1
+from kohaku.answer.values import format_number
+from kohaku.answer.voting import WATTBOT_GROUPING, Grouping
 
 # -- vote groupings -----------------------------------------------------------------------
 
 
 @register("group", "wattbot")
 def wattbot_grouping(spec: VoteSpec) -> Grouping:
-    """kohaku.values canonical forms; the competition's tolerance (rel 1e-3, abs 1e-3)."""
+    """kohaku.answer.values canonical forms; the competition's tolerance (rel 1e-3, abs 1e-3)."""
     return WATTBOT_GROUPING
 
 
@@ -92,7 +92,7 @@ def name_grouping(spec: VoteSpec) -> Grouping:
 @register("writer", "wattbot")
 def wattbot_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: SubmissionSpec,
                    path: Path) -> pl.DataFrame:
-    """The WattBot CSV (kohaku.submission): refuses to write an invalid one."""
+    """The WattBot CSV (kohaku.tasks.wattbot.submission): refuses to write an invalid one."""
     sub = answers_to_submission(answers, questions)
     write_submission(sub, path)
     return sub
@@ -213,7 +213,7 @@ def token_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Met
 @register("metric", "numeric_match")
 def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
     """1/0 on the questions whose gold answer is an amount, or starts with one
-    (kohaku.tasks.accounting.numeric_match: the gold's own precision, ``params.rel_tol`` a
+    (kohaku.tasks.financebench.accounting.numeric_match: the gold's own precision, ``params.rel_tol`` a
     relative tolerance on top, default 0); None (not covered) on the others. A sentence answer
     is read for its amounts."""
     rel_tol = float(params.get("rel_tol", 0.0))
@@ -266,7 +266,7 @@ def _cell(row: dict[str, Any], side: str, column: str, metric: str) -> Any:
 def doc_jaccard_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
     """WattBot's reference score: the Jaccard index of the cited (``params.pred``, default
     ``ref_id``) and the gold (``params.gold``, default ``ref_id``) document ids, by the
-    competition's rules (kohaku.metrics.ref_score); a missing row scores 0."""
+    competition's rules (kohaku.tasks.wattbot.metric.ref_score); a missing row scores 0."""
     pred, gold = params.get("pred", "ref_id"), params.get("gold", "ref_id")
     out: list[float | None] = []
     for r in rows:

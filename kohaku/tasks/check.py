@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import polars as pl
 
-from kohaku.config import ConfigError
-from kohaku.metrics import WEIGHTS, score_files
+from kohaku.core.config import ConfigError
+from kohaku.tasks.wattbot.metric import WEIGHTS, score_files
 from kohaku.tasks.io import read_rows
 from kohaku.tasks.scoring import score_submission
 from kohaku.tasks.spec import Task

@@ -3,13 +3,13 @@
 Input: a per-question table with the columns ``qid``, ``truth`` (str), ``pred`` (str or null),
 ``correct`` (bool: the task's primary judgement: exact match, numeric match, the judge, ...),
 and optionally ``pred_blank`` (bool; default: ``pred`` is null or a blank token,
-:func:`kohaku.values.is_blank_value`), ``missing`` (bool; default False) and ``f1`` (float, token
+:func:`kohaku.answer.values.is_blank_value`), ``missing`` (bool; default False) and ``f1`` (float, token
 F1 for text answers; a ``token_f1`` column, the metric's registered name, serves when there is
 no ``f1``). Output (:func:`classify`): the same table with ``answer_kind``,
 ``error_class`` and ``error_detail`` added; :func:`error_summary` counts them.
 
 ``answer_kind`` is ``number`` when the truth is an amount
-(:func:`kohaku.tasks.accounting.parse_amount`), ``text`` otherwise.
+(:func:`kohaku.tasks.financebench.accounting.parse_amount`), ``text`` otherwise.
 
 The classes, tried in this order (the first that applies wins):
 
@@ -20,17 +20,17 @@ The classes, tried in this order (the first that applies wins):
 
    - ``wrong_number`` with detail ``not a number`` when the prediction is no amount,
      ``currency`` when it writes another currency than the truth (``$5`` vs ``€5``), or
-     ``format`` when it is the gold amount by :func:`~kohaku.tasks.accounting.numeric_match`
+     ``format`` when it is the gold amount by :func:`~kohaku.tasks.financebench.accounting.numeric_match`
      but the primary judgement (exact match, say) did not count it;
    - ``sign``: the prediction is the negated truth (``numeric_match`` of the negated
      prediction; the truth is not 0);
    - ``near_miss``: within 10 % of the truth in one of ``numeric_match``'s percent / magnitude
-     readings (:func:`kohaku.tasks.accounting.readings`), the closest one in the detail
+     readings (:func:`kohaku.tasks.financebench.accounting.readings`), the closest one in the detail
      (``+4.2%``). It is tried before ``scale``: a prediction that a percent or magnitude
      reading brings within 10 % (``2.8%`` vs ``0.029``; ``$1577.00`` in millions vs
      ``$1.6 billion``) is close, not a slip of scale (no single reading can be both);
    - ``scale``: off by a power of ten (x10^k, k ≠ 0, within 5 %:
-     :func:`kohaku.diagnosis.scale_factor`, its power-of-ten answers only, not its unit
+     :func:`kohaku.tasks.wattbot.diagnosis.scale_factor`, its power-of-ten answers only, not its unit
      factors; ``x1e3`` in the detail), the values compared as written (``$1577.00`` vs
      ``1577000``: ``x1e3``);
    - ``wrong_number`` otherwise.
@@ -50,10 +50,10 @@ from typing import Any
 
 import polars as pl
 
-from kohaku.diagnosis import NEAR_TOL, scale_factor, with_class_columns
-from kohaku.diagnosis import class_counts as diagnosis_counts
-from kohaku.tasks.accounting import Amount, numeric_match, parse_amount, readings
-from kohaku.values import is_blank_value
+from kohaku.tasks.wattbot.diagnosis import NEAR_TOL, scale_factor, with_class_columns
+from kohaku.tasks.wattbot.diagnosis import class_counts as diagnosis_counts
+from kohaku.tasks.financebench.accounting import Amount, numeric_match, parse_amount, readings
+from kohaku.answer.values import is_blank_value
 
 CLASSES = (
     "correct",

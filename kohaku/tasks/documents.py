@@ -18,7 +18,7 @@ reference table (``submission.metadata``, else the corpus metadata; e.g. a docum
 documents, deduplicated, cut to the kind's ``max_pages``: kohaku.tasks.kinds.limit_pages).
 
 Before writing, the document must pass ``submission.schema`` (a JSON schema file,
-kohaku.schema_check); the columns writer checks each row against it the same way.
+kohaku.core.schema_check); the columns writer checks each row against it the same way.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import Any
 
 import polars as pl
 
-from kohaku import csvfile
-from kohaku.artifacts import atomic_write
-from kohaku.config import ConfigError
-from kohaku.schema_check import load_schema, problems
-from kohaku.submission import SubmissionError
+from kohaku.core import csvfile
+from kohaku.core.artifacts import atomic_write
+from kohaku.core.config import ConfigError
+from kohaku.core.schema_check import load_schema, problems
+from kohaku.tasks.wattbot.submission import SubmissionError
 from kohaku.tasks.spec import SubmissionSpec
 
 REFERENCE_SOURCES = ("doc_id", "page")

@@ -3,7 +3,7 @@
 Each input is a submission in the task's format (``task.submission``: its columns, list format
 and blank cell). Per question the inputs vote with the task's grouping (``task.vote.group``:
 amounts, names, text, WattBot's canonical values, or your own), abstention-aware as the
-pipeline's vote (kohaku.voting.vote): a cell is a blank vote when it is empty or the task's
+pipeline's vote (kohaku.answer.voting.vote): a cell is a blank vote when it is empty or the task's
 blank cell, and, for a task that lets a model abstain (``answer.abstention: allowed``), one of
 its ``answer.blank_values``; for a task that never abstains a not-answerable token such as
 ``N/A`` is an answer and can win. The winner is written as a member wrote it when the task keeps
@@ -19,13 +19,13 @@ from typing import Any
 
 import polars as pl
 
-from kohaku.config import ConfigError
-from kohaku.submission import parse_ref_list
+from kohaku.core.config import ConfigError
+from kohaku.tasks.wattbot.submission import parse_ref_list
 from kohaku.tasks import registry
 from kohaku.tasks.builtin import _list_cell, is_blank_answer
 from kohaku.tasks.scoring import submission_columns
 from kohaku.tasks.spec import Task
-from kohaku.voting import VoteConfig, vote
+from kohaku.answer.voting import VoteConfig, vote
 
 
 def _source_column(task: Task, source: str) -> str | None:
@@ -50,7 +50,7 @@ def ensemble_task(frames: list[pl.DataFrame], task: Task, cfg: VoteConfig | None
     order). Errors name the input and the column it lacks."""
     if task.submission.writer == "wattbot":
         raise ConfigError("the wattbot writer's submissions are ensembled by "
-                          "kohaku.voting.ensemble_submissions (scripts/ensemble.py without --task)")
+                          "kohaku.answer.voting.ensemble_submissions (scripts/ensemble.py without --task)")
     names = names or [f"input {i + 1}" for i in range(len(frames))]
     id_col, value_col = submission_columns(task)
     refs_col = _source_column(task, "refs")

@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from kohaku import csvfile
-from kohaku.corpus import CorpusError, CorpusFileNotFound
+from kohaku.core import csvfile
+from kohaku.ingest.corpus import CorpusError, CorpusFileNotFound
 from kohaku.tasks.spec import FORMATS, QuestionsSpec
 
 

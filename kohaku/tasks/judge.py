@@ -10,16 +10,16 @@ per question:
   the others are generated (identical items are generated once);
 - the reply is constrained to :data:`VERDICT_SCHEMA` (``{"correct": true|false}``, nothing
   else: a reason string would cost a 135M model tokens and accuracy) and read with
-  :func:`kohaku.text.json_text.first_json_object`; a reply without a boolean ``correct`` (a
+  :func:`kohaku.llm.json_text.first_json_object`; a reply without a boolean ``correct`` (a
   backend that ignores the schema, a cut-off output) gives ``correct=None``: no verdict, which
   the caller counts apart from right and wrong;
-- a blank or abstained answer (:func:`kohaku.values.is_blank_value`: ``""``, ``is_blank``,
+- a blank or abstained answer (:func:`kohaku.answer.values.is_blank_value`: ``""``, ``is_blank``,
   ``n/a``, ``na``, "Unable to answer ...", or None) is judged incorrect **without calling the
   model** (``Verdict.blank`` is set, ``raw`` is empty).
 
-The prompts are ``str.format`` templates (kohaku/prompts.py) with the placeholders
+The prompts are ``str.format`` templates (kohaku/llm/prompts.py) with the placeholders
 ``{question}``, ``{truth}`` and ``{answer}``; :meth:`JudgeConfig.validate` rejects any other
-placeholder with a :class:`~kohaku.config.ConfigError` naming the key, and a pair of templates
+placeholder with a :class:`~kohaku.core.config.ConfigError` naming the key, and a pair of templates
 that never shows the model the gold answer or the answer to grade. No Hydra here: the task
 wiring builds a :class:`JudgeConfig` from its config node.
 """
@@ -28,12 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kohaku.config import ConfigError
+from kohaku.core.config import ConfigError
 from kohaku.llm.base import Backend, ChatRequest, Counters
 from kohaku.llm.cache import GenerationCache, generate_cached
-from kohaku.prompts import check_template, render, template_fields
-from kohaku.text.json_text import first_json_object
-from kohaku.values import is_blank_value
+from kohaku.llm.prompts import check_template, render, template_fields
+from kohaku.llm.json_text import first_json_object
+from kohaku.answer.values import is_blank_value
 
 JUDGE_FIELDS = ("question", "truth", "answer")
 

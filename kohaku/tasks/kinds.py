@@ -34,12 +34,12 @@ from typing import Any, Callable, Mapping
 
 import polars as pl
 
-from kohaku.config import ConfigError
-from kohaku.submission import format_ref_list
+from kohaku.core.config import ConfigError
+from kohaku.tasks.wattbot.submission import format_ref_list
 from kohaku.tasks.spec import KindSpec, KindsSpec
-from kohaku.tasks.squad import normalize_answer, token_f1
-from kohaku.values import format_number, parse_number, split_list
-from kohaku.voting import Grouping
+from kohaku.tasks.squad.metric import normalize_answer, token_f1
+from kohaku.answer.values import format_number, parse_number, split_list
+from kohaku.answer.voting import Grouping
 
 DEFAULT_INSTRUCTIONS = {
     "number": "The value is a JSON number in the unit the question asks for: digits only, no "

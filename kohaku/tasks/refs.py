@@ -1,7 +1,7 @@
 """Reference metrics that real competitions use on cited documents and pages (pure functions).
 
 - :func:`doc_jaccard`: WattBot's reference score, the Jaccard index of the cited and the gold
-  document ids (:func:`kohaku.metrics.ref_score`, the competition's rules exactly).
+  document ids (:func:`kohaku.tasks.wattbot.metric.ref_score`, the competition's rules exactly).
 - :func:`page_prf`: cited pages against gold pages: precision, recall and F-beta.
 - :func:`pools_score`: each gold group ("pool") of pages needs one cited page; a penalty per
   pool with no cited page and per cited page in no pool, floored at 0.

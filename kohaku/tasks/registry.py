@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from kohaku.config import ConfigError
+from kohaku.core.config import ConfigError
 
 KINDS = ("group", "writer", "metric", "classes")
 _TABLES: dict[str, dict[str, Callable[..., Any]]] = {kind: {} for kind in KINDS}
@@ -56,8 +56,7 @@ def lookup(kind: str, name: str, where: str) -> Callable[..., Any]:
 
 
 #: the library code kohaku's own named functions run (their module and what it calls)
-_KOHAKU_SCORING = ("kohaku/tasks/*.py", "kohaku/metrics.py", "kohaku/diagnosis.py", "kohaku/values.py",
-                   "kohaku/submission.py", "kohaku/csvfile.py")
+_KOHAKU_SCORING = ("kohaku/tasks/**/*.py", "kohaku/answer/values.py", "kohaku/core/csvfile.py")
 
 
 def code_hash(kind: str, name: str) -> str:

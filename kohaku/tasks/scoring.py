@@ -2,8 +2,8 @@
 
 Two scorers:
 
-- ``wattbot``: the competition's metric exactly (:mod:`kohaku.metrics`, variant ``wattbot`` or
-  ``wattbot-recall``) and its error classes (:mod:`kohaku.diagnosis`).
+- ``wattbot``: the competition's metric exactly (:mod:`kohaku.tasks.wattbot.metric`, variant ``wattbot`` or
+  ``wattbot-recall``) and its error classes (:mod:`kohaku.tasks.wattbot.diagnosis`).
 - ``components``: a weighted sum of named metrics (``task.score.metrics``), each the mean over
   the questions it covers (a metric returns None for a question it does not cover: numeric
   match on a question whose gold answer is no amount). A component over no question is 0.
@@ -25,10 +25,10 @@ from typing import Any, Callable
 
 import polars as pl
 
-from kohaku.config import ConfigError
-from kohaku.metrics import MetricError, score_files
+from kohaku.core.config import ConfigError
+from kohaku.tasks.wattbot.metric import MetricError, score_files
 from kohaku.report.metric import wattbot_metric
-from kohaku.submission import read_csv_str
+from kohaku.tasks.wattbot.submission import read_csv_str
 from kohaku.tasks import registry
 from kohaku.tasks.builtin import MetricEnv, is_blank_answer
 from kohaku.tasks.io import read_rows

@@ -32,10 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kohaku.config import ConfigError, build
-from kohaku.prompts import check_template
+from kohaku.core.config import ConfigError, build
+from kohaku.llm.prompts import check_template
 from kohaku.retrieval.gold import GoldSpec
-from kohaku.values import MODEL_BLANK_TOKENS
+from kohaku.answer.values import MODEL_BLANK_TOKENS
 
 FORMATS = ("csv", "jsonl")
 FIELD_TYPES = ("text", "number", "list", "choice", "refs")
@@ -244,7 +244,7 @@ class SubmissionSpec:
     metadata: str | None = None       # CSV with an id column and the reference columns, relative
     #                                   to corpus.root; null: corpus.metadata
     schema: str | None = None         # JSON schema file the document (json) or each row (columns)
-    #                                   must pass before it is written (kohaku.schema_check)
+    #                                   must pass before it is written (kohaku.core.schema_check)
 
     def validate(self) -> None:
         if self.list_format not in LIST_FORMATS:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 def _slow_down(embed_s: float, infer_s: float) -> None:
     if embed_s > 0:
-        from kohaku.embedding import HashingEncoder
+        from kohaku.retrieval.embedding import HashingEncoder
 
         encode = HashingEncoder._encode
 
@@ -55,11 +55,11 @@ def main() -> int:
 
     from hydra import compose, initialize_config_dir
 
-    from kohaku.pipeline import register_config_schemas
+    from kohaku.runner.pipeline import register_config_schemas
 
     register_config_schemas()
 
-    from kohaku.pipeline import run_pipeline
+    from kohaku.runner.pipeline import run_pipeline
 
     with initialize_config_dir(version_base="1.3", config_dir=str(REPO / "conf"), job_name="faults"):
         cfg = compose("config", overrides=args.overrides)

@@ -19,8 +19,8 @@ import polars as pl
 
 from conftest import REPO, SAMPLE, compose
 from kohaku.llm.fake import FakeBackend
-from kohaku.pipeline import RunResult, run_pipeline
-from kohaku.services import Services
+from kohaku.runner.pipeline import RunResult, run_pipeline
+from kohaku.runner.services import Services
 
 DRIVER = Path(__file__).with_name("driver.py")
 

@@ -165,8 +165,8 @@ def test_forced_recompute_replaces_the_cached_artifact(tmp_path):
     """force=[stage] seals the new result even though an intact artifact has the same key."""
     from omegaconf import OmegaConf
 
-    from kohaku.pipeline import Registry, run_pipeline
-    from kohaku.stage import Stage
+    from kohaku.runner.pipeline import Registry, run_pipeline
+    from kohaku.runner.stage import Stage
 
     version = {"n": 1}
 
@@ -191,7 +191,7 @@ def test_concurrent_writers_of_one_json_file_never_fail(tmp_path):
     """run.json / last.json are written by every process sharing a run or cache dir."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kohaku.pipeline import _write_json
+    from kohaku.runner.pipeline import _write_json
 
     target = tmp_path / "last.json"
 

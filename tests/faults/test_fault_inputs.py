@@ -16,8 +16,8 @@ import pytest
 
 from conftest import REPO, SAMPLE
 from faultkit import child_env, damaged_corpus, run_inprocess, run_json, table
-from kohaku.config import ConfigError
-from kohaku.pipeline import StageError
+from kohaku.core.config import ConfigError
+from kohaku.runner.pipeline import StageError
 
 SAMPLE_IDS = ["lindqvist2024", "mehta2022", "okafor2023", "sato2025"]
 
@@ -60,7 +60,7 @@ def test_damaged_corpus_is_recorded_and_summarised_and_good_documents_are_unchan
     assert any(i.startswith("locked2024 (pdfs/locked2024.pdf) error: encrypted") for i in
                summary["problems"]["items"])
     assert "parse: 7 documents with problems" in run_json(result.run_dir)["problems"]
-    end = [r.getMessage() for r in caplog.records if r.name == "kohaku.pipeline"
+    end = [r.getMessage() for r in caplog.records if r.name == "kohaku.runner.pipeline"
            and r.levelno == logging.WARNING]
     assert len(end) == 1 and end[0].startswith("parse: 7 documents with problems:")
     for doc_id in list(expected) + ["latin2024"]:

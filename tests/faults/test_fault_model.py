@@ -19,8 +19,8 @@ from faultkit import generation_parts, question_of, run_inprocess, run_json, scr
 from helpers_http import LocalServer, chat_completion
 from kohaku.llm.base import ChatRequest
 from kohaku.llm.fake import FakeBackend, default_responder
-from kohaku.pipeline import StageError
-from kohaku.text.tokens import count_tokens
+from kohaku.runner.pipeline import StageError
+from kohaku.core.tokens import count_tokens
 
 # Questions whose answers the faulty scripts break (by a phrase of the question).
 BROKEN = {"q001": "power usage effectiveness (PUE) did the university",

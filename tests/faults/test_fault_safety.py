@@ -59,11 +59,11 @@ def test_model_output_is_parsed_as_json_never_evaluated(tmp_path):
 
 
 def test_value_and_ref_readers_never_execute_code(tmp_path):
-    from kohaku.metrics import parse_refs, value_ok
-    from kohaku.answering import parse_answer
-    from kohaku.text.json_text import first_json_object
-    from kohaku.submission import parse_ref_list
-    from kohaku.values import canonical, render
+    from kohaku.tasks.wattbot.metric import parse_refs, value_ok
+    from kohaku.answer.answering import parse_answer
+    from kohaku.llm.json_text import first_json_object
+    from kohaku.tasks.wattbot.submission import parse_ref_list
+    from kohaku.answer.values import canonical, render
 
     mark = tmp_path / "mark"
     code = _payload(mark)
@@ -160,7 +160,7 @@ NEEDS_REMOTE_CODE = {"embed/jina_v3.yaml", "embed/jina_v4.yaml"}
 
 @pytest.mark.parametrize("group", ["embed", "llm"])
 def test_trust_remote_code_is_off_unless_a_config_sets_it(group):
-    from kohaku.embedding import EmbedConfig
+    from kohaku.retrieval.embedding import EmbedConfig
     from kohaku.llm.hf import HFConfig
     from kohaku.llm.vllm_backend import VLLMConfig
 

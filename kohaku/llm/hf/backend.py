@@ -17,7 +17,7 @@
 - Token counts come from the tensors: prompt length without padding, generated tokens up to and
   including the end-of-sequence token.
 - ``llm.threads`` sets torch's thread count while generating only (restored afterwards); null
-  (the default) is the cores this process may run on (kohaku.config.available_cpus): on the
+  (the default) is the cores this process may run on (kohaku.core.config.available_cpus): on the
   2-core machine at rest 2 threads prefilled 273 tok/s against 182 with 1. It is not part of any
   cache key: float32 logits differ by at most ~1e-6 between thread counts (bfloat16: not at
   all), the order of rounding that another CPU's kernels give too.
@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kohaku.config import ConfigError, available_cpus, build, not_keyed
+from kohaku.core.config import ConfigError, available_cpus, build, not_keyed
 from kohaku.llm.base import BackendError, ChatRequest, Completion, identity_of, library_tag
 from kohaku.llm.fetch import GGUFSource, ensure_hf_folder
 from kohaku.llm.hf.decode import decode_continuous, decode_generate, full_attention_only, packed_attention
@@ -82,7 +82,7 @@ def _dtype_name(name: str, device: str) -> str:
     """``auto``: bfloat16 on GPUs and on CPUs with native bf16 (AVX512-BF16/AMX: on a 2-core
     AMD EPYC with AVX512-BF16, SmolLM2-135M prefilled 1.8x and decoded 1.6x faster than in
     float32, ``bench_llm.py --dtypes``), float32 on other CPUs."""
-    from kohaku.devices import cpu_has_native_bf16
+    from kohaku.core.devices import cpu_has_native_bf16
 
     if name == "auto":
         native = device.startswith("cuda") or (device == "cpu" and cpu_has_native_bf16())

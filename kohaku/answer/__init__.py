@@ -1,0 +1,1 @@
+"""From contexts to answers: the LLM answering rounds, canonical values, the vote."""

@@ -1,0 +1,1 @@
+"""What every layer stands on: errors, typed configs, CSV reading, the artifact cache, token counts."""

@@ -1,0 +1,106 @@
+"""Reading CSV files as strings, with errors that name the file, row and column.
+
+One reader for every CSV kohaku reads (metadata, questions, solutions, submissions): every
+column a string (ids such as ``q003`` or years must not become numbers), a UTF-8 byte-order mark
+accepted, stray non-UTF-8 bytes read as cp1252 with a warning, header names stripped, nulls as
+``""``. Row numbers count data rows from 1, as a spreadsheet shows them below the header.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from pathlib import Path
+from typing import Iterable
+
+import polars as pl
+
+from kohaku.core.errors import KohakuError
+
+log = logging.getLogger("kohaku.csv")
+
+
+class CsvFileNotFound(KohakuError, FileNotFoundError):
+    """A CSV file named by the user does not exist."""
+
+
+def read_csv_strings(path: str | Path, what: str, error: type[KohakuError],
+                     warnings: list[str] | None = None,
+                     not_found: type[FileNotFoundError] = CsvFileNotFound,
+                     skip_blank_lines: bool = False) -> pl.DataFrame:
+    """The CSV at ``path`` (``what`` names it in messages); problems raise ``error``, a missing
+    file ``not_found`` (a FileNotFoundError), both naming the file. ``skip_blank_lines`` drops
+    lines with no cell at all (as pandas, and so the competition's scorers, do)."""
+    path = Path(path)
+    if not path.is_file():
+        raise not_found(f"{path}: {what} file not found; check the path (or the corpus "
+                                "config: corpus.root and the file's key)")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        # Spreadsheet exports are often cp1252, sometimes mixed with UTF-8 cells: keep valid
+        # UTF-8 sequences and read the stray bytes as cp1252.
+        text = _decode_mixed(raw)
+        message = (
+            f"{path}: {what} is not valid UTF-8 ({exc.reason} at byte {exc.start}); stray bytes "
+            "read as cp1252 (save the file as UTF-8 to silence this)"
+        )
+        log.warning("%s", message)
+        if warnings is not None:
+            warnings.append(message)
+    if not text.strip():
+        raise error(f"{path}: {what} file is empty")
+    try:
+        df = pl.read_csv(
+            io.BytesIO(text.replace("\r\n", "\n").encode("utf-8")),
+            infer_schema=False,
+            empty_string_is_null=skip_blank_lines,
+        )
+    except Exception as exc:  # polars raises ComputeError and friends for malformed CSV
+        raise error(f"{path}: cannot parse {what} as CSV ({exc}); check quoting") from exc
+    names = [c.lstrip("\ufeff").strip() for c in df.columns]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise error(f"{path}: duplicate column name(s) {duplicated} in the {what} header; rename them")
+    df = df.rename(dict(zip(df.columns, names)))
+    if skip_blank_lines and df.width:  # a blank line reads as a row of nulls
+        df = df.filter(~pl.all_horizontal(pl.all().is_null()))
+    return df.with_columns(pl.col(c).fill_null("") for c in df.columns)
+
+
+def _decode_mixed(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="surrogateescape")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return re.sub(
+        "[\udc80-\udcff]",
+        lambda m: bytes([ord(m.group()) - 0xDC00]).decode("cp1252", errors="replace"),
+        text,
+    )
+
+
+def require_columns(df: pl.DataFrame, columns: Iterable[str], label: str, what: str,
+                    error: type[KohakuError]) -> None:
+    """``label`` names the file (its path, or a short name such as ``submission``)."""
+    required = list(columns)
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise error(f"{label}: {what} lacks column(s) {missing}; found {df.columns}. "
+                    f"Expected at least {required}.")
+
+
+def check_ids(df: pl.DataFrame, label: str, what: str, error: type[KohakuError],
+              column: str = "id") -> None:
+    """Every row has a non-empty, unique ``column``; errors name the file and the rows
+    (1-based data rows)."""
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(df[column].to_list(), start=1):
+        key = (raw or "").strip()
+        if not key:
+            raise error(f"{label}: row {i} of {what} has an empty '{column}'; give every row an id")
+        if key in seen:
+            raise error(f"{label}: duplicate {column} '{key}' in rows {seen[key]} and {i} of {what}; "
+                        "ids must be unique")
+        seen[key] = i

@@ -1,0 +1,1 @@
+"""From corpus files to document trees: parsing (text/), captions, the tree (tree/)."""

@@ -1,0 +1,1 @@
+"""FinanceBench: amounts (parsing, units, numeric match) (the task's room)."""

@@ -1,0 +1,504 @@
+"""FinanceBench-style answer values: reading amounts, and judging a prediction against a gold one
+as a person does.
+
+Gold answers are written like ``$1577.00``, ``2.8%``, ``-3.7``, ``(1.2)``, ``$0.52``, ``1.52``,
+``USD 1.5 billion``, ``$400,000,000 increase.`` or are words and sentences; real systems answer
+with sentences (``The FY2018 capex was $1,577 million.``), hedges, units and accounting forms.
+
+**What is an amount** (:func:`parse_amount`). The whole cell must be one amount; case, surrounding
+whitespace (non-breaking spaces too) and one trailing ``.`` do not matter. In order:
+
+1. an optional hedge: ``~``, ``≈``, ``about``, ``approximately``, ``approx.``, ``around``,
+   ``roughly``, ``nearly``, ``almost``;
+2. an optional sign ``-`` / ``+`` (also the Unicode minus ``−`` and the en dash ``–``) and/or
+   accounting parentheses, meaning negative: around the whole cell ``(1.2)``, ``($1.2)``,
+   ``(-$546 million)`` (a minus inside parentheses is the same negative, not a double one), or
+   around the number before its magnitude ``($546) million``; two sign characters (``-$-1``)
+   are not an amount;
+3. an optional currency prefix: ``$``, ``€``, ``£``, ``US$``, ``USD``, ``EUR``, ``GBP`` (a space
+   after it is allowed); after it, again an optional sign or parentheses around the number;
+4. the number: digits with optional thousands commas in groups of three (``1,577``; ``1,5`` is
+   not a number) and an optional decimal part (``.5`` too); no exponent;
+5. an optional magnitude: the words ``thousand``, ``million``, ``billion``, ``trillion``, ``mn``,
+   ``bn`` (attached or after a space), or a letter ``k``, ``m``, ``mm``, ``b``, ``t`` attached to
+   the number when a currency prefix is written (``$3M``) or the number has two or more digits
+   or a decimal point (``1577M``, ``2.5B``); a bare ``3M`` (the company), ``3 M`` or ``3M
+   Company`` is not an amount;
+6. an optional kind: percent ``%``, ``percent``, ``per cent``; percentage points ``percentage
+   point(s)``, ``pp`` (read as a percent); a multiple ``x`` (attached) or ``times`` (``1.52x``,
+   ``1.52 times``: the number 1.52). A percent or a multiple takes no currency and no magnitude;
+7. an optional currency suffix: ``USD``, ``US$``, ``dollar(s)``, ``US dollar(s)``, ``EUR``,
+   ``euro(s)``, ``GBP`` (``1.5 million USD``); it must agree with a prefix when both are written.
+
+Anything else (a word, a sentence, a list, two numbers, a date) is not an amount: ``None``.
+:func:`parse_amount` never raises. ``$`` is read as USD.
+
+**Amounts in a sentence** (:func:`find_amounts`): every span of a text that reads as an amount
+by the rules above, in order. Not amounts there: years (a bare whole number 1900-2100 with no
+comma, currency, decimals or unit), a day after a month name, digits inside a word (``FY2018``,
+``Q2``, ``10-K``).
+
+**The gold amount** (:func:`gold_amount`): the whole cell, or the amount a cell starts with when
+words follow it (``$400,000,000 increase.``, ``36%. The answer here assumes ...``).
+
+**Which amount of an answer counts** (:func:`answer_amounts`): an answer that is one amount is
+that amount. A sentence is read for its amounts; when it shows a computation, only the amounts
+after its last conclusion marker count (``=``, ``≈``, ``therefore``, ``thus``, ``hence``,
+``so the``, ``which gives``, ``resulting in``, ``comes to``, ``equals``, ``answer is``), since the
+figures before it are the inputs, not the answer. Among the amounts that count, the answer
+matches when one of them matches: people mark ``$1,577 million in FY2018, up from $1,373
+million in FY2017`` as stating the right figure, and the comparison year beside it is context,
+not a second answer.
+
+**When a prediction matches a gold amount** (:func:`numeric_match`): two different written
+currencies never match. Otherwise, for one reading of the pair (below), ``|p - t| <= tol`` where
+``tol`` is half a unit of the gold's last written digit in the gold's own unit (``2.8%`` accepts
+2.75 to 2.85; ``42.69`` accepts 42.685 to 42.695; ``$0.40`` in USD billions accepts $395 to $405
+million); a currency gold's ``.00`` is the cents of a whole amount, so ``$1577.00`` is rounded to
+the unit (1576.5 to 1577.5). A prediction written with fewer digits than the gold is its rounding
+when it keeps at least two significant digits: then half a unit of the prediction's last digit
+is the tolerance (``24.3`` and ``24`` for ``24.26``, ``$1.58 billion`` for ``$1577.00`` in
+millions; ``2%`` for ``1.9%`` is not). A gold of zero matches only zero. ``rel_tol`` (default 0)
+adds a relative tolerance for competitions that give one.
+
+Readings, never a percent reading and a scale reading at once:
+
+- **as written**, when both or neither side is a percent and both or neither write a magnitude;
+- **percent**: a percent gold accepts a bare prediction as the percent (``2.8`` for ``2.8%``,
+  the sign left out) or as a fraction (``0.028``); a percent prediction of a bare gold is read
+  as a fraction only (``83%`` for ``0.83``; ``0.83%`` is a 100x slip). A percent never matches an
+  amount with a currency or a magnitude (``40%`` is no answer to ``$0.40``);
+- **scale**: when exactly one side writes a magnitude, the other side's number is read in each
+  unit 1, 1e3, 1e6 and 1e9 (a gold ``$1577.00`` for a question "in USD millions" matches
+  ``$1,577 million`` and ``$1.577 billion``; ``$1.5 billion`` matches ``1500`` and ``1.5``).
+  When both or neither write one, the values are compared as they are: ``1577`` against
+  ``1577000`` is a 1,000x slip.
+
+:func:`same_amount` is the symmetric version for grouping votes: both sides must be whole-cell
+amounts, and after the readings above (a bare number against a percent read either way)
+``|a - b| <= rel_tol * max(|a|, |b|)``. :func:`normalize_text` groups free-text answers (SQuAD
+normalisation: lower case, punctuation and articles out, whitespace collapsed).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Iterator
+
+from kohaku.tasks.squad.metric import normalize_answer
+
+#: the units a number written without a magnitude is read in, against one that writes one
+IMPLICIT_UNITS = (1.0, 1e3, 1e6, 1e9)
+
+_WORDS = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12, "mn": 1e6, "bn": 1e9}
+_LETTERS = {"k": 1e3, "m": 1e6, "mm": 1e6, "b": 1e9, "t": 1e12}
+_PREFIX = {"$": "USD", "us$": "USD", "usd": "USD", "€": "EUR", "eur": "EUR", "£": "GBP", "gbp": "GBP"}
+_SUFFIX = {"usd": "USD", "us$": "USD", "dollar": "USD", "dollars": "USD", "us dollar": "USD",
+           "us dollars": "USD", "eur": "EUR", "euro": "EUR", "euros": "EUR", "gbp": "GBP"}
+
+_HEDGE = re.compile(r"^(?:~|≈|about\b|approximately\b|approx\.|approx\b|around\b|roughly\b"
+                    r"|nearly\b|almost\b)\s*")
+_PRE = re.compile(r"^(?:us\$|\$|€|£|(?:usd|eur|gbp)(?![a-z]))\s*")
+_NUMBER = re.compile(r"^(?P<sign>[-+])?\s*(?P<open>\()?\s*(?P<sign2>[-+])?\s*"
+                     r"(?P<int>\d{1,3}(?:,\d{3})+|\d+)?(?:\.(?P<dec>\d+))?(?P<close>\))?")
+_REST = re.compile(
+    r"^(?P<space>\s*)(?:(?P<mag>thousand|million|billion|trillion|mn|bn|mm|k|m|b|t)(?![a-z]))?"
+    r"(?P<tsp>\s*)(?:(?P<pct>%|percent\b|per cent\b|percentage points?\b|pp\b)|(?P<times>x\b|times\b))?"
+    r"\s*(?P<post>us dollars?|dollars?|us\$|usd|eur|euros?|gbp)?$"
+)
+# a leading "(...)" that closes before the rest of the cell: "($546) million"
+_LEAD_PAREN = re.compile(r"^\((?P<inner>[^()]*)\)(?P<rest>.+)$")
+
+
+@dataclass(frozen=True)
+class Amount:
+    """An amount read from text.
+
+    value:     the signed value with the magnitude applied (``$1.5B`` → 1.5e9); a percent keeps
+               its written number (``2.8%`` → 2.8)
+    decimals:  digits after the decimal point as written (``$1577.00`` → 2, ``1,577`` → 0)
+    percent:   written with ``%`` / ``percent`` / ``percentage points``
+    currency:  ``USD`` / ``EUR`` / ``GBP``, or None when none is written
+    magnitude: 1e3 / 1e6 / 1e9 / 1e12 when a word or an attached letter gave one
+    """
+
+    value: float
+    decimals: int
+    percent: bool = False
+    currency: str | None = None
+    magnitude: float | None = None
+
+    @property
+    def number(self) -> float:
+        """The written number, without its sign and magnitude (``$1.5 billion`` → 1.5)."""
+        return abs(self.value) / (self.magnitude or 1.0)
+
+    @property
+    def significant(self) -> int:
+        """Significant digits as written (``0.03`` → 1, ``24.3`` → 3, ``1,577`` → 4)."""
+        return len(f"{self.number:.{self.decimals}f}".replace(".", "").lstrip("0"))
+
+    @property
+    def precision_decimals(self) -> int:
+        """The decimals that carry precision: a currency amount's ``.00`` (cents of a whole
+        amount, ``$1577.00``) counts as none."""
+        if self.currency and self.decimals and float(self.number).is_integer():
+            return 0
+        return self.decimals
+
+
+def parse_amount(text: object) -> Amount | None:
+    """The amount a whole cell states, or None (the rules are in the module docstring).
+    An int or float is read as its value. Never raises."""
+    try:
+        if isinstance(text, bool) or text is None:
+            return None
+        if isinstance(text, (int, float)):
+            return _from_number(text)
+        if not isinstance(text, str):
+            return None
+        return _parse(_normalize(text))
+    except Exception:  # noqa: BLE001 - never raises, whatever the input
+        return None
+
+
+def _from_number(x: int | float) -> Amount | None:
+    if not math.isfinite(x):
+        return None
+    text = repr(x)
+    decimals = len(text.split(".", 1)[1]) if "." in text and "e" not in text.lower() else 0
+    return Amount(float(x), decimals)
+
+
+def _normalize(text: str) -> str:
+    s = unicodedata.normalize("NFKC", text).replace("\u2212", "-").replace("\u2013", "-")
+    return " ".join(s.split()).lower()
+
+
+def _parse(s: str) -> Amount | None:
+    if s.endswith("."):
+        s = s[:-1].rstrip()
+    m = _HEDGE.match(s)
+    if m:
+        s = s[m.end():]
+    negative, signs, parens = False, 0, 0
+    if s.startswith("(") and s.endswith(")"):   # accounting parentheses around the whole cell
+        negative, parens, s = True, 1, s[1:-1].strip()
+    else:
+        m = _LEAD_PAREN.match(s)                # "($546) million": around the number only
+        if m and (m.group("rest")[:1] in " %" or m.group("rest")[:1].isalpha()):
+            negative, parens, s = True, 1, (m.group("inner").strip() + m.group("rest"))
+    if s[:1] in ("-", "+"):
+        negative = negative or s[0] == "-"
+        signs += 1
+        s = s[1:].lstrip()
+    currency = None
+    m = _PRE.match(s)
+    if m:
+        currency = _PREFIX[m.group(0).strip()]
+        s = s[m.end():]
+    m = _NUMBER.match(s)
+    if not m or (m.group("int") is None and m.group("dec") is None):
+        return None
+    if bool(m.group("open")) != bool(m.group("close")):
+        return None
+    for key in ("sign", "sign2"):
+        if m.group(key):
+            signs += 1
+            negative = negative or m.group(key) == "-"
+    if m.group("open"):
+        parens += 1
+        negative = True
+    if signs > 1 or parens > 1:   # "-$-1.2", "((1.2))" are not amounts; "(-1.2)" is -1.2
+        return None
+    digits = (m.group("int") or "0").replace(",", "")
+    dec = m.group("dec") or ""
+    number = float(f"{digits}.{dec}" if dec else digits)
+    rest = _REST.match(s[m.end():])
+    if not rest:
+        return None
+    magnitude = None
+    mag = rest.group("mag")
+    if mag:
+        if mag in _WORDS:
+            magnitude = _WORDS[mag]
+        elif not rest.group("space") and (currency is not None or len(digits) >= 2 or dec):
+            magnitude = _LETTERS[mag]
+        else:  # a bare letter (3M, 3 m) is not a magnitude
+            return None
+    percent = rest.group("pct") is not None
+    times = rest.group("times") is not None
+    if rest.group("times") == "x" and (rest.group("tsp") or mag or rest.group("space")):
+        return None   # "1.2 x": only an attached x is a multiple
+    post = rest.group("post")
+    if post:
+        code = _SUFFIX[post]
+        if currency is not None and code != currency:
+            return None
+        currency = code
+    if (percent or times) and (currency is not None or magnitude is not None):
+        return None
+    value = number * (magnitude or 1.0)
+    return Amount(-value if negative else value, len(dec), percent, currency, magnitude)
+
+
+# -- amounts in a text ----------------------------------------------------------------------
+
+_CORE = re.compile(r"(?<![\w.'])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\d])")
+_LEAD = re.compile(r"(?:\(\s*)?(?:[-+]\s*)?(?:\(\s*)?(?:(?:us\$|\$|€|£|usd|eur|gbp)\s*)?"
+                   r"(?:\(\s*)?(?:[-+]\s*)?$")
+_TAIL = re.compile(
+    r"(?:\s*\))?"
+    r"(?:\s*(?:thousand|million|billion|trillion|mn|bn)(?![a-z])|(?:mm|k|m|b|t)(?![a-z]))?"
+    r"(?:\s*\))?"
+    r"(?:\s*(?:%|percent(?:age points?)?(?![a-z])|per cent(?![a-z])|pp(?![a-z])|(?<=\d)x(?![a-z])"
+    r"|times(?![a-z])))?"
+    r"(?:\s*(?:us dollars?|dollars?|usd|eur|euros?|gbp)(?![a-z]))?"
+    r"(?:\s*\))?"
+)
+_MONTHS = re.compile(r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|"
+                     r"aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?\s*$")
+_COMPARISON = re.compile(
+    r"(?:\bfrom|\bcompared (?:with|to)|\bversus|\bvs\.?|\bagainst|\b(?:prior|previous|last) "
+    r"year'?s?(?: figure)?(?: was| were| of|:)?)(?:\s+(?:about|approximately|around|roughly|~))?\s*$")
+# what may stand before accounting parentheses that mean a negative amount in a sentence
+_NEGATIVE_PAREN = re.compile(r"(?:^|\b(?:was|were|is|are|of|at|to|by|totall?ed|amounted to)|[:=])\s*$")
+_SIGN_WORD = re.compile(r"\b(?:decreased?|declined?|decline of|fell|dropped|drop of|down|lower|negative|"
+                        r"loss of|shrunk|shrank|reduction of|reduced)(?: by)?\s*$")
+_CONCLUSION = re.compile(r"=|≈|\btherefore\b|\bthus\b|\bhence\b|\bso the\b|\bwhich gives\b"
+                         r"|\bresulting in\b|\bresults in\b|\bcomes to\b|\bequals\b|\banswer is\b")
+
+
+def _balanced(span: str) -> str:
+    """``span`` without parentheses that have no partner."""
+    span = span.strip()
+    while span.count("(") > span.count(")") and "(" in span:
+        i = span.index("(")
+        span = (span[:i] + span[i + 1:]).strip()
+    while span.count(")") > span.count("(") and ")" in span:
+        i = span.rindex(")")
+        span = (span[:i] + span[i + 1:]).strip()
+    return span
+
+
+def _spans(s: str) -> Iterator[tuple[int, int, Amount]]:
+    """(start, end, amount) of every amount in the normalised text ``s``."""
+    for m in _CORE.finditer(s):
+        i, j = m.span()
+        head = s[max(0, i - 12):i]
+        lead = _LEAD.search(head)
+        start = i - (len(lead.group(0)) if lead else 0)
+        # a "-" right after a letter or digit is a hyphen ("2019-2020", "10-K"), not a sign
+        while start < i and s[start] in "-+(" and start > 0 and s[start - 1].isalnum():
+            start += 1
+        if s[j:j + 2] in ("-k", "-q") or (j < len(s) and s[j] == "-" and j + 1 < len(s) and s[j + 1].isalpha()):
+            continue
+        tail = _TAIL.match(s, j)
+        end = tail.end() if tail else j
+        if end < len(s) and s[end].isalnum():
+            end = j
+            if end < len(s) and s[end].isalpha():    # "1st", "12months": no amount
+                continue
+        core = m.group(0)
+        amount = None
+        shorter = (s[start:j], core) if not s[j:j + 1].isalpha() else ()   # "3M" is no 3
+        for span in (s[start:end], s[i:end], *shorter):
+            amount = _parse(_balanced(span))
+            if amount is not None:
+                break
+        if amount is None:
+            continue
+        if s[start] == "(" and amount.value < 0 and amount.currency is None and core.isdigit() and len(core) == 1:
+            continue                                      # "(1)", "(2)": an enumeration
+        if s[start] == "(" and amount.value < 0 and not _NEGATIVE_PAREN.search(s[max(0, start - 20):start]):
+            amount = Amount(-amount.value, amount.decimals, amount.percent, amount.currency,
+                            amount.magnitude)             # "in FY 2023 ($1.8 bn)": an aside
+        bare = (amount.magnitude is None and not amount.percent and amount.currency is None
+                and "," not in core and "." not in core)
+        if bare and 1900 <= abs(amount.value) <= 2100:
+            continue                                      # a year
+        if bare and _MONTHS.search(s[max(0, i - 11):start]):
+            continue                                      # a day after a month name
+        yield start, end, amount
+
+
+def find_amounts(text: object) -> list[Amount]:
+    """Every amount a text states, in order (module docstring); [] for no text."""
+    if not isinstance(text, str):
+        return []
+    try:
+        return [a for _, _, a in _spans(_normalize(text))]
+    except Exception:  # noqa: BLE001 - never raises
+        return []
+
+
+def gold_amount(truth: object) -> Amount | None:
+    """The gold amount of a cell: the whole cell, or the amount it starts with when words
+    follow (``$400,000,000 increase.``); None when the gold is no amount."""
+    if isinstance(truth, Amount):
+        return truth
+    whole = parse_amount(truth)
+    if whole is not None or not isinstance(truth, str):
+        return whole
+    s = _normalize(truth)
+    for start, _, amount in _spans(s):
+        return amount if start == 0 else None
+    return None
+
+
+def _compatible(gold: Amount | None, a: Amount) -> bool:
+    """Whether ``a`` is an amount of the gold's kind: no percent for a dollar gold, no dollar
+    amount for a percent gold."""
+    if gold is None:
+        return True
+    if gold.percent:
+        return a.percent or (a.currency is None and a.magnitude is None)
+    if gold.currency is not None or gold.magnitude is not None:
+        return not a.percent
+    return True
+
+
+def answer_amounts(pred: object, gold: Amount | None = None) -> list[Amount]:
+    """The amount of an answer that counts (module docstring): the whole cell when it is one
+    amount; in a sentence, after its last conclusion marker, the first amount of the gold's
+    kind that is not a comparison's (after ``from``, ``compared with``, ``versus``, ``the prior
+    year's``), and its negative too when a word gives its sign (``declined by 1.7%``)."""
+    if isinstance(pred, Amount):
+        return [pred]
+    whole = parse_amount(pred)
+    if whole is not None:
+        return [whole]
+    if not isinstance(pred, str):
+        return []
+    s = _normalize(pred)
+    spans = list(_spans(s))
+    for mark in reversed([m.end() for m in _CONCLUSION.finditer(s)]):
+        after = [x for x in spans if x[0] >= mark]
+        if after:
+            spans = after
+            break
+    stated = [(start, a) for start, _, a in spans if not _COMPARISON.search(s[max(0, start - 60):start])]
+    chosen = [(start, a) for start, a in stated if _compatible(gold, a)][:1]
+    out = [a for _, a in chosen]
+    for start, a in chosen:       # "declined by 1.7%": the sign written as a word, either sign
+        if a.value > 0 and _SIGN_WORD.search(s[max(0, start - 40):start]):
+            out.append(Amount(-a.value, a.decimals, a.percent, a.currency, a.magnitude))
+    return out
+
+
+# -- comparing amounts ------------------------------------------------------------------------
+
+def _pairs(a: Amount, b: Amount, gold: bool) -> Iterator[tuple[float, float, float, float]]:
+    """(a's value, b's value, a's unit, b's unit) for each reading of the pair: never a
+    percent reading and a scale reading at once. ``gold``: ``a`` is a gold answer (a percent
+    ``b`` of a bare ``a`` is then read as a fraction only)."""
+    if a.percent != b.percent:
+        other = b if a.percent else a
+        if other.currency is not None or other.magnitude is not None:
+            return
+        if a.percent:        # b bare: as the percent (sign left out) or as a fraction
+            yield a.value, b.value, 1.0, 1.0
+            yield a.value, b.value * 100.0, 1.0, 100.0
+        else:                # b a percent: a fraction of a bare a
+            if not gold:
+                yield a.value, b.value, 1.0, 1.0
+            yield a.value, b.value * 0.01, 1.0, 0.01
+        return
+    if (a.magnitude is None) == (b.magnitude is None):
+        yield a.value, b.value, a.magnitude or 1.0, b.magnitude or 1.0
+        return
+    # a number written out to a million or more is read as written ("$1,800,000")
+    if a.magnitude is None:
+        for u in IMPLICIT_UNITS if abs(a.value) < 1e6 else (1.0,):
+            yield a.value * u, b.value, u, b.magnitude or 1.0
+    else:
+        for u in IMPLICIT_UNITS if abs(b.value) < 1e6 else (1.0,):
+            yield a.value, b.value * u, a.magnitude or 1.0, u
+
+
+def readings(a: Amount, b: Amount) -> Iterator[tuple[float, float, float]]:
+    """(a's value, b's value, a's unit) for each reading of a gold ``a`` and a prediction ``b``
+    (module docstring)."""
+    for av, bv, au, _ in _pairs(a, b, gold=True):
+        yield av, bv, au
+
+
+def _currencies_clash(a: Amount, b: Amount) -> bool:
+    return a.currency is not None and b.currency is not None and a.currency != b.currency
+
+
+def _close(diff: float, tol: float) -> bool:
+    return diff <= tol * (1 + 1e-9) + 1e-12
+
+
+def amount_matches(t: Amount, p: Amount, rel_tol: float = 0.0) -> bool:
+    """Whether the prediction amount ``p`` states the gold amount ``t`` (module docstring)."""
+    if _currencies_clash(t, p):
+        return False
+    for tv, pv, tu, pu in _pairs(t, p, gold=True):
+        diff = abs(pv - tv)
+        if tv == 0:
+            if _close(diff, rel_tol * abs(tv)):
+                return True
+            continue
+        tol = 0.5 * 10.0 ** -t.precision_decimals * tu
+        coarse = 0.5 * 10.0 ** -p.decimals * pu
+        if coarse > tol and p.significant >= 2:
+            tol = coarse
+        if _close(diff, max(tol, rel_tol * abs(tv))):
+            return True
+    return False
+
+
+def _as_amount(x: object) -> Amount | None:
+    return x if isinstance(x, Amount) else parse_amount(x)
+
+
+def question_unit(question: str | None) -> float | None:
+    """The unit a question asks amounts in (``in USD millions`` → 1e6, ``USD billions``,
+    ``USD thousands``), or None."""
+    m = re.search(r"\b(?:usd|us\$|\$|dollars?) ?(thousands|millions|billions)\b|\bin (thousands|millions|billions)\b",
+                  (question or "").lower())
+    if not m:
+        return None
+    return {"thousands": 1e3, "millions": 1e6, "billions": 1e9}[m.group(1) or m.group(2)]
+
+
+def numeric_match(truth: object, pred: object, rel_tol: float = 0.0, unit: float | None = None) -> bool | None:
+    """Whether the answer ``pred`` (an amount, or a sentence read for the amount it states)
+    states the gold amount ``truth`` (module docstring); None when ``truth`` is not an amount
+    (the metric does not cover the question), False when ``pred`` states none. ``unit``: the
+    unit the question asks in (:func:`question_unit`): a gold written without a magnitude is in
+    that unit, against an answer that writes one."""
+    t = gold_amount(truth)
+    if t is None:
+        return None
+    for p in answer_amounts(pred, t):
+        gold = t
+        if unit and t.magnitude is None and not t.percent and p.magnitude is not None:
+            gold = Amount(t.value * unit, t.decimals, False, t.currency, unit)
+        if amount_matches(gold, p, rel_tol):
+            return True
+    return False
+
+
+def same_amount(a: object, b: object, rel_tol: float = 0.01) -> bool:
+    """Whether two answers state the same amount, for grouping votes: symmetric, both must be
+    amounts, ``|a - b| <= rel_tol * max(|a|, |b|)`` after the readings of :func:`numeric_match`
+    (a bare number against a percent read either way)."""
+    x, y = _as_amount(a), _as_amount(b)
+    if x is None or y is None or _currencies_clash(x, y):
+        return False
+    for xv, yv, _, _ in _pairs(x, y, gold=False):
+        if _close(abs(xv - yv), rel_tol * max(abs(xv), abs(yv))):
+            return True
+    return False
+
+
+def normalize_text(s: str | None) -> str:
+    """A free-text answer's grouping key: lower case, punctuation and articles out, whitespace
+    collapsed (:func:`kohaku.tasks.squad.metric.normalize_answer`)."""
+    return normalize_answer(s)
