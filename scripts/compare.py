@@ -44,7 +44,7 @@ from kohaku.report.compare import (CompareError, Config, Scored, class_names, co
                                    error_counts, error_table_lines, flip_lines, flips, interval_lines,
                                    pair_lines, parse_source, read_run, run_metric, score_matrix,
                                    score_source, score_with_task)
-from kohaku.report.metric import wattbot_metric  # noqa: E402
+from kohaku.tasks.wattbot.functions import wattbot_metric  # noqa: E402
 from kohaku.report.paired import N_RESAMPLES, SEED, compare  # noqa: E402
 from kohaku.tasks.wattbot.submission import read_csv_str  # noqa: E402
 
@@ -66,7 +66,7 @@ def scorer(args: argparse.Namespace):
 
     def wattbot(path: str) -> Scored:
         named = run_metric(path)
-        if named is not None and not named.is_wattbot:
+        if named is not None and named.known is None:
             raise CompareError(f"{path}: scored with task '{named.name}' ({named.describe()}); pass "
                                f"--task {named.name} to rescore its submission, or leave out --solutions "
                                "to compare the runs' own score tables")
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     all_flips = {f"{configs[a].name} vs {configs[b].name}": flips(configs, m, a, b) for a, b in pairs}
     seconds = time.perf_counter() - started
 
-    unanswerable = f" ({int(m.blank.sum())} unanswerable)" if m.metric.is_wattbot else ""
+    unanswerable = f" ({int(m.blank.sum())} unanswerable)" if m.metric.known is not None else ""
     lines = [f"{m.n} questions{unanswerable}, metric {m.metric.describe()}, "
              f"{args.resamples} paired resamples (seed {args.seed}); delta = B - A", ""]
     lines += pair_lines(result)

@@ -5,7 +5,7 @@ Usage:
       [--tiebreak first] [--weights 2,1,1] [--no-ignore-blank] [--raw] [--seed 0]
       [--metadata metadata.csv] [--task NAME|TASK.yaml]
 
-``--task`` ensembles another competition's submissions (kohaku/tasks/ensemble.py): its
+``--task`` ensembles another competition's submissions (kohaku/answer/ensemble.py): its
 submission columns and list format, its vote grouping (amounts, names, text), its blank cell
 and not-answerable token (an answer when the task never abstains), the winner as written when
 the task keeps the surface form; the output in the task's format.
@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kohaku.core.config import ConfigError  # noqa: E402
-from kohaku.answer.voting import REF_MODES, TIEBREAKS, VoteConfig, ensemble_submissions  # noqa: E402
+from kohaku.answer.ensemble import ensemble_submissions  # noqa: E402
+from kohaku.answer.voting import REF_MODES, TIEBREAKS, VoteConfig  # noqa: E402
 from kohaku.tasks.wattbot.submission import SubmissionError, read_csv_str, require_columns, write_submission  # noqa: E402
 
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             from kohaku.core.artifacts import atomic_write
             from kohaku.runner.pipeline import task_values
             from kohaku.tasks import build_task, task_file
-            from kohaku.tasks.ensemble import ensemble_task
+            from kohaku.answer.ensemble import ensemble_task
 
             task = build_task(task_values(args.task), f"{task_file(args.task)}: task")
             if task.submission.writer != "wattbot":

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 # module name -> (file to mutate, its fast test files)
 MODULES: dict[str, tuple[str, list[str]]] = {
     "metrics": ("kohaku/tasks/wattbot/metric.py", ["tests/test_metrics.py"]),
-    "values": ("kohaku/answer/values.py", ["tests/test_values.py"]),
+    "values": ("kohaku/core/values.py", ["tests/test_values.py"]),
     "voting": ("kohaku/answer/voting.py", ["tests/test_vote.py"]),
     "rerank": ("kohaku/retrieval/rerank.py", ["tests/test_rerank.py"]),
     "context": ("kohaku/retrieval/context.py", ["tests/test_context.py"]),

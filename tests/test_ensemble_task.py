@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from kohaku.tasks import load_task
-from kohaku.tasks.ensemble import ensemble_task
+from kohaku.answer.ensemble import ensemble_task
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD = ["financebench_id", "question", "answer", "doc_name", "pages", "explanation"]

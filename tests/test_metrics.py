@@ -491,7 +491,7 @@ def test_nothing_to_score_and_no_unit_column() -> None:
 def test_score_files_names_the_files(tmp_path: Path) -> None:
     from kohaku.core.config import ConfigError
     from kohaku.core.csvfile import CsvFileNotFound
-    from kohaku.tasks.wattbot.metric import ScoreConfig
+    from kohaku.tasks.scoring import ScoreConfig
 
     sol_file, sub_file = tmp_path / "sol.csv", tmp_path / "sub.csv"
     table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2"}]).write_csv(sol_file)

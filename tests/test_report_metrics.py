@@ -1,4 +1,4 @@
-"""The reports read any task's metric (kohaku/report/metric.py): WattBot's numbers unchanged bit
+"""The reports read any task's metric (kohaku/tasks/components.py): WattBot's numbers unchanged bit
 for bit, masked components (a judge over the questions it covers, a weight-0 numeric match beside
 the score) in the bootstrap, compare.py and the sweep reports, and runs scored with different
 metrics refused."""
@@ -17,7 +17,8 @@ import pytest
 from kohaku.tasks.wattbot.metric import WEIGHTS
 from kohaku.report import write_reports
 from kohaku.report.compare import CompareError, Config, read_run, score_matrix
-from kohaku.report.metric import Component, Metric, metric_from_json, wattbot_metric
+from kohaku.tasks.components import Component, Metric, metric_from_json
+from kohaku.tasks.wattbot.functions import wattbot_metric
 from kohaku.report.paired import (ComponentMatrix, ScoreMatrix, bootstrap, compare, resample_counts,
                                   resample_scores)
 
@@ -78,7 +79,7 @@ def test_wattbot_scores_are_the_old_formulas_bit_for_bit(variant, p_blank):
     assert np.array_equal(m.scores(), old_resample_scores(value, ref, na, blank, variant, np.ones((1, 73)))[0])
     # the same matrix built from the metric's JSON (as scores.json will carry it)
     metric = metric_from_json(wattbot_metric(variant).as_json(), variant)
-    assert metric.same_as(wattbot_metric(variant)) and metric.is_wattbot
+    assert metric.same_as(wattbot_metric(variant)) and metric.known.name == "wattbot"   # was metric.is_wattbot
     general = ScoreMatrix(m.names, m.qids, metric=metric, components=[
         ComponentMatrix(c.name, c.weight, {"value": value, "ref": ref, "na": na}[c.name],
                         blank if c.over else None, c.empty_value if c.over else 0.0) for c in metric.components])

@@ -1,4 +1,4 @@
-"""Canonical answer values (kohaku/answer/values.py)."""
+"""Canonical answer values (kohaku/core/values.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kohaku.answer.values import BLANK_VALUE, Canonical, canonical, is_blank_value, parse_number, render, same, split_list
+from kohaku.core.values import BLANK_VALUE, Canonical, canonical, is_blank_value, parse_number, render, same, split_list
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,7 @@ def test_canonical_kinds_and_renderings(text: str, kind: str, rendered: str) -> 
 
 
 def test_number_edges() -> None:
-    from kohaku.answer.values import format_number
+    from kohaku.core.values import format_number
 
     assert parse_number("true") == (1.0, False)  # booleans are exact numbers
     assert parse_number("approximately ~5") == (5.0, False)

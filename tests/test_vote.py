@@ -13,7 +13,8 @@ from kohaku.core.config import ConfigError, build
 from kohaku.runner.stage import StageContext
 from kohaku.stages.vote import STAGE
 from kohaku.runner.pipeline import option_values
-from kohaku.answer.voting import VoteConfig, ensemble_submissions, generations_to_candidates, vote
+from kohaku.answer.ensemble import ensemble_submissions
+from kohaku.answer.voting import VoteConfig, generations_to_candidates, vote
 from kohaku.tasks.wattbot.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
 
 
@@ -277,7 +278,7 @@ def test_ensemble_submissions_in_process() -> None:
     """ensemble_submissions votes per id across inputs in any row order: canonical values,
     blanks dropped, refs and the row from an agreeing input, question/unit from the first input,
     ref_url from the inputs' pairs or from ``urls``."""
-    from kohaku.answer.voting import ensemble_submissions
+    from kohaku.answer.ensemble import ensemble_submissions
 
     s1 = _submission([("q1", "Q one", "a1", "1,000", "kWh", "['d1']", "['http://u1']", "s1", "e1"),
                       ("q2", "Q two", "x", "is_blank", "", "[]", "[]", "is_blank", "x")])
@@ -515,7 +516,7 @@ def test_ensemble_of_minimal_inputs_with_nulls_and_numbers() -> None:
     """Inputs with only id, answer_value and ref_id (numbers, nulls, empty ref lists) vote like
     strings; missing text columns become empty; errors name the input."""
     from kohaku.tasks.wattbot.submission import SubmissionError
-    from kohaku.answer.voting import ensemble_submissions
+    from kohaku.answer.ensemble import ensemble_submissions
 
     a = pl.DataFrame({"id": ["q1", "q2"], "answer_value": [5, None], "ref_id": ["[]", "[]"]})
     b = pl.DataFrame({"id": ["q1", "q2"], "answer_value": [5, 7], "ref_id": ["[]", "['d1']"],

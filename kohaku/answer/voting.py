@@ -4,7 +4,7 @@ KohakuRAG (kohaku_spec.md §7) votes on exact ``answer_value`` strings, copies t
 row from one run (so answer/explanation/ref_url can disagree with the voted refs) and checks
 the ``blank`` tie-break before dropping blanks. Here:
 
-- values are grouped by their canonical form (``kohaku.answer.values.same``: "1,000" = "1000.0" =
+- values are grouped by their canonical form (``kohaku.core.values.same``: "1,000" = "1000.0" =
   "1e3"); ``vote.canonical=false`` restores raw-string voting for ablations;
 - with ``ignore_blank`` blanks are dropped whenever any sample answers;
 - refs come only from the samples that agree with the winner (``ref_mode``);
@@ -29,14 +29,9 @@ from typing import Any, Callable, Mapping
 import polars as pl
 
 from kohaku.core.config import ConfigError
-from kohaku.tasks.wattbot.submission import (
-    BLANK_ANSWER,
-    answers_to_submission,
-    check_ids,
-    parse_ref_list,
-    require_columns,
-)
-from kohaku.answer.values import BLANK, Canonical, canonical, is_blank_value, render, same
+from kohaku.core.cells import parse_ref_list
+from kohaku.core.values import BLANK, BLANK_ANSWER, Canonical, is_blank_value
+from kohaku.tasks.grouping import CANONICAL_GROUPING, Grouping
 
 log = logging.getLogger("kohaku.vote")
 
@@ -65,28 +60,6 @@ class VoteConfig:
         if self.weights is not None:
             if any(float(w) < 0 for w in self.weights):
                 raise ConfigError(f"vote.weights={self.weights}: weights must be >= 0")
-
-
-@dataclass(frozen=True)
-class Grouping:
-    """How a task groups answer values in the vote (``task.vote.group``).
-
-    parse: raw value -> its parsed form (what ``same`` compares);
-    same: whether two parsed values are the same answer;
-    render: (parsed, raw) -> the value written when the task does not keep the surface form;
-    blank_raw / blank_parsed: whether a raw / parsed value is an abstention.
-    """
-
-    parse: Callable[[str], Any]
-    same: Callable[[Any, Any], bool]
-    render: Callable[[Any, str], str]
-    blank_raw: Callable[[str], bool]
-    blank_parsed: Callable[[Any], bool]
-
-
-#: WattBot's grouping: kohaku.answer.values canonical forms ("1,000" = "1000.0" = "1e3"), written canonically.
-WATTBOT_GROUPING = Grouping(parse=canonical, same=same, render=lambda c, raw: render(c),
-                            blank_raw=is_blank_value, blank_parsed=lambda c: c.kind == "blank")
 
 
 @dataclass
@@ -230,7 +203,7 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
-def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None, grouping: Grouping = WATTBOT_GROUPING,
+def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None, grouping: Grouping = CANONICAL_GROUPING,
          keep_surface: bool = False, by_qid: Mapping[str, Grouping] | None = None) -> pl.DataFrame:
     """Vote over a long table of candidate answers; one output row per qid (first-seen order).
 
@@ -448,7 +421,7 @@ def with_ref_pages(answers: pl.DataFrame, generations: pl.DataFrame, contexts: p
 
 
 def vote_generations(generations: pl.DataFrame, questions: pl.DataFrame, documents: pl.DataFrame,
-                     cfg: VoteConfig, grouping: Grouping = WATTBOT_GROUPING, keep_surface: bool = False,
+                     cfg: VoteConfig, grouping: Grouping = CANONICAL_GROUPING, keep_surface: bool = False,
                      fallback: str | None = None, value_field: str = "answer_value",
                      by_qid: Mapping[str, Grouping] | None = None,
                      ) -> tuple[pl.DataFrame, dict[str, Any]]:
@@ -494,66 +467,3 @@ SUBMISSION_CANDIDATES = {
     "ref_id": pl.List(pl.String), "answer": pl.String, "explanation": pl.String,
     "is_blank": pl.Boolean, "supporting_materials": pl.String,
 }
-
-
-def ensemble_submissions(
-    submissions: list[pl.DataFrame],
-    cfg: VoteConfig | None = None,
-    urls: dict[str, str] | None = None,
-    names: list[str] | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Vote submission tables question by question (list order = priority order).
-
-    Returns (answers, submission). A row is a blank vote when its answer_value is blank. ref_url
-    comes from ``urls`` (doc id -> url, e.g. metadata.csv) when given, else from the ref_id /
-    ref_url pairs of the inputs. Question text and answer_unit come from the first input that
-    has the question; output rows follow the first appearance of each id.
-    """
-    names = names or [f"input {i + 1}" for i in range(len(submissions))]
-    frames = []
-    questions: dict[str, dict[str, str]] = {}
-    seen_urls: dict[str, str] = {}
-    for idx, (df, name) in enumerate(zip(submissions, names)):
-        require_columns(df, ("id", "answer_value", "ref_id"), name)
-        check_ids(df, name)
-        df = df.with_columns(pl.all().cast(pl.String).fill_null(""))
-        rows = df.to_dicts()
-        for r in rows:
-            qid = r["id"].strip()
-            questions.setdefault(
-                qid, {"qid": qid, "question": r.get("question", ""), "answer_unit": r.get("answer_unit", "")}
-            )
-            ids, links = parse_ref_list(r["ref_id"]), parse_ref_list(r.get("ref_url", ""))
-            if len(ids) == len(links):
-                for d, u in zip(ids, links):
-                    seen_urls.setdefault(d, u)
-        frames.append(
-            pl.DataFrame(
-                {
-                    "qid": [r["id"].strip() for r in rows],
-                    "source_idx": [idx] * len(rows),
-                    "answer_value": [r["answer_value"] for r in rows],
-                    "ref_id": [parse_ref_list(r["ref_id"]) for r in rows],
-                    "answer": [r.get("answer", "") for r in rows],
-                    "explanation": [r.get("explanation", "") for r in rows],
-                    "is_blank": [is_blank_value(r["answer_value"]) for r in rows],
-                    "supporting_materials": [r.get("supporting_materials", "") for r in rows],
-                },
-                schema=SUBMISSION_CANDIDATES,
-            )
-        )
-    candidates = pl.concat(frames) if frames else pl.DataFrame(schema=SUBMISSION_CANDIDATES)
-    voted = vote(candidates, cfg)
-    urls = dict(urls) if urls is not None else seen_urls
-    documents = pl.DataFrame(
-        {"doc_id": list(urls), "url": list(urls.values())}, schema={"doc_id": pl.String, "url": pl.String}
-    )
-    qtable = pl.DataFrame(
-        list(questions.values()), schema={"qid": pl.String, "question": pl.String, "answer_unit": pl.String}
-    )
-    voted = voted.with_columns(
-        pl.when(pl.col("is_blank")).then(pl.lit(BLANK)).otherwise(pl.col("supporting_materials"))
-        .alias("supporting_materials")
-    )
-    answers, _ = finalize_answers(voted, qtable, documents)
-    return answers, answers_to_submission(answers, qtable)

@@ -11,3 +11,19 @@ from __future__ import annotations
 
 class KohakuError(Exception):
     """An error caused by input or settings; its message is written for the user."""
+
+
+class CorpusError(KohakuError, ValueError):
+    """A corpus file is missing, unreadable or malformed; the message names file and row."""
+
+
+class CorpusFileNotFound(CorpusError, FileNotFoundError):
+    """A corpus file (metadata, questions, solutions) does not exist."""
+
+
+class SubmissionError(KohakuError, ValueError):
+    """A submission or solutions file is malformed; the message names the file, row and column."""
+
+
+class MetricError(SubmissionError):
+    """Malformed solutions or submission; the message names the file, row and column."""

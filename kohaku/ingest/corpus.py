@@ -16,20 +16,12 @@ import polars as pl
 
 from kohaku.core.config import ConfigError, ConfigFileNotFound
 from kohaku.core.csvfile import check_ids, read_csv_strings, require_columns
-from kohaku.core.errors import KohakuError
+from kohaku.core.errors import CorpusError, CorpusFileNotFound  # noqa: F401 - raised and re-exported here
 
 METADATA_COLUMNS = ("id", "type", "title", "year", "citation", "url")
 SOLUTION_COLUMNS = ("id", "answer_value", "ref_id")
 
 log = logging.getLogger(__name__)
-
-
-class CorpusError(KohakuError, ValueError):
-    """A corpus file is missing, unreadable or malformed; the message names file and row."""
-
-
-class CorpusFileNotFound(CorpusError, FileNotFoundError):
-    """A corpus file (metadata, questions, solutions) does not exist."""
 
 
 @dataclass
@@ -147,16 +139,6 @@ def read_metadata(path: str | Path, warnings: list[str] | None = None) -> pl.Dat
             )
     rest = [c for c in df.columns if c not in METADATA_COLUMNS]
     return df.select(*METADATA_COLUMNS, *rest)
-
-
-def read_questions(path: str | Path, warnings: list[str] | None = None) -> pl.DataFrame:
-    """A WattBot questions CSV as qid (from ``id``), question, answer_unit and the other columns,
-    all str: :func:`kohaku.tasks.io.read_questions` with WattBot's columns (the default
-    ``QuestionsSpec``). Encoding problems are logged and appended to ``warnings``."""
-    from kohaku.tasks.io import read_questions as read_task_questions
-    from kohaku.tasks.spec import QuestionsSpec
-
-    return read_task_questions(path, QuestionsSpec(), warnings)
 
 
 def read_solutions(path: str | Path) -> pl.DataFrame:

@@ -2,8 +2,8 @@
 
 A *configuration* is one or more scored runs of the same settings (several seeds); each run is a
 per-question score table (a run dir's ``scores.parquet``; a submission scored by
-:func:`kohaku.tasks.wattbot.metric.score_frames` for WattBot or the task's scorer, :func:`score_with_task`)
-read through its metric (:mod:`kohaku.report.metric`: the components, from the run's
+the metric of a scorer variant, kohaku.tasks.catalog's ``frames``, or the task's scorer, :func:`score_with_task`)
+read through its metric (:mod:`kohaku.tasks.components`: the components, from the run's
 ``scores.json``). :func:`score_matrix` aligns configurations on the solutions' questions and
 averages each question's components over a configuration's seeds (it refuses configurations
 scored with different metrics);
@@ -23,17 +23,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kohaku.tasks.wattbot.diagnosis import CLASSES as WATTBOT_CLASSES
-from kohaku.tasks.wattbot.diagnosis import classify
-from kohaku.tasks.wattbot.metric import MetricError, score_frames
-from kohaku.report.metric import (Metric, class_order, describe_metrics, metric_of, read_scores_json,
-                                  wattbot_metric)
+from kohaku.core.cells import read_csv_str
+from kohaku.core.errors import MetricError
 from kohaku.report.paired import Comparison, ComponentMatrix, ScoreMatrix
-from kohaku.tasks.wattbot.submission import read_csv_str
+from kohaku.tasks import registry
+from kohaku.tasks.catalog import DEFAULT_VARIANT
+from kohaku.tasks.components import (Metric, class_order, describe_metrics, known_metric, metric_of,
+                                     read_scores_json, variant_metric, with_classes)
 
 log = logging.getLogger(__name__)
 
-REQUIRED = ("qid", "value_ok", "ref_score", "na_ok", "truth_blank")  # WattBot's table
+#: the per-question columns of the default variant's table (WattBot's)
+REQUIRED = variant_metric().needs
 
 
 class CompareError(MetricError):
@@ -84,8 +85,9 @@ def score_source(solutions: pl.DataFrame, source: str | Path, variant: str, solu
     WattBot's metric (missing questions count as wrong; the subset is chosen later, over all
     sources)."""
     sub = submission_of(source)
-    result = score_frames(solutions, read_csv_str(sub), variant, names=(solutions_name, str(sub)))
-    return classify(result.table)
+    known = registry.names("frames")
+    frames = registry.lookup("frames", variant if variant in known else DEFAULT_VARIANT, "variant")
+    return frames(solutions, read_csv_str(sub), variant, (solutions_name, str(sub)))
 
 
 def read_run(source: str | Path, variant: str | None = None) -> Scored:
@@ -104,8 +106,7 @@ def read_run(source: str | Path, variant: str | None = None) -> Scored:
     scores = read_scores_json(path / "scores.json")
     metric = metric_of(scores, variant, str(path / "scores.json"))
     table = pl.read_parquet(table_path)
-    if "error_class" not in table.columns and metric.is_wattbot:
-        table = classify(table)
+    table = with_classes(table, metric)
     return Scored(table, metric, class_order(scores))
 
 
@@ -124,12 +125,11 @@ def score_with_task(task: Any, solutions: str | Path, source: str | Path, varian
     from kohaku.tasks.scoring import score_submission
 
     sub = submission_of(source)
-    result = score_submission(task, solutions, sub, variant=variant or "wattbot", subset=False)
+    result = score_submission(task, solutions, sub, variant=variant, subset=False)
     summary = result.summary()
     metric = metric_of(summary, variant, f"{sub} (scored with task {getattr(task, 'name', task)})")
     table = result.table
-    if "error_class" not in table.columns and metric.is_wattbot:
-        table = classify(table)
+    table = with_classes(table, metric)
     return Scored(table, metric, class_order(summary))
 
 
@@ -166,7 +166,7 @@ def common_metric(configs: list[Config], metric: str | Metric | None = None) -> 
     """The metric every configuration was scored with (a configuration without one: ``metric``,
     a Metric or WattBot's variant name); CompareError when they differ."""
     default = metric if isinstance(metric, Metric) else None
-    metrics = [c.metric or default or wattbot_metric(metric if isinstance(metric, str) else None)
+    metrics = [c.metric or default or variant_metric(metric if isinstance(metric, str) else None)
                for c in configs]
     if any(not m.same_as(metrics[0]) for m in metrics[1:]):
         named = ", ".join(f"{c.name}: {m.describe()}" for c, m in zip(configs, metrics))
@@ -306,8 +306,9 @@ def flips(configs: list[Config], m: ScoreMatrix, a: int, b: int) -> list[dict[st
 def _classified(config: Config, t: pl.DataFrame) -> pl.DataFrame | None:
     if "error_class" in t.columns:
         return t
-    if (config.metric is None or config.metric.is_wattbot) and all(c in t.columns for c in REQUIRED):
-        return classify(t)
+    known = known_metric(config.metric)
+    if known is not None and known.classes and all(c in t.columns for c in known.needs):
+        return with_classes(t, known)
     return None
 
 
@@ -317,7 +318,8 @@ def class_names(configs: list[Config]) -> list[str]:
     any other class their tables hold, in order of appearance."""
     order: list[str] = []
     for c in configs:
-        listed = c.classes or (list(WATTBOT_CLASSES) if c.metric is None or c.metric.is_wattbot else [])
+        known = known_metric(c.metric)
+        listed = c.classes or (list(known.class_names) if known is not None else [])
         order.extend(k for k in listed if k not in order)
     for c in configs:
         for t in c.tables:

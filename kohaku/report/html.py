@@ -38,11 +38,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kohaku.tasks.wattbot.diagnosis import classify
-from kohaku.report.compare import PRED, PRED_REF, REQUIRED, TRUTH, TRUTH_REF, Config, flips, score_matrix
-from kohaku.report.metric import Metric, class_order, metric_of, read_scores_json
+from kohaku.report.compare import PRED, PRED_REF, TRUTH, TRUTH_REF, Config, flips, score_matrix
+from kohaku.tasks.components import Metric, class_order, metric_of, read_scores_json, with_classes
 from kohaku.report.paired import N_RESAMPLES, SEED, compare
-from kohaku.tasks.wattbot.submission import parse_ref_list
+from kohaku.core.cells import parse_ref_list
 
 log = logging.getLogger(__name__)
 
@@ -232,10 +231,7 @@ class RunTables:
         if not path.is_file():
             self.notes.append(f"{self.run_dir}: no scores.parquet (the run was not scored?)")
             return None
-        table = pl.read_parquet(path)
-        if "error_class" not in table.columns and all(c in table.columns for c in REQUIRED):
-            table = classify(table)
-        return table
+        return with_classes(pl.read_parquet(path))   # a table scored before the error classes
 
     def artifact_table(self, stage: str, name: str) -> pl.DataFrame | None:
         key = f"{stage}/{name}"
@@ -457,10 +453,7 @@ def _records(df: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def _load_table(path: str) -> pl.DataFrame:
-    table = pl.read_parquet(path)
-    if "error_class" not in table.columns and all(c in table.columns for c in REQUIRED):
-        table = classify(table)
-    return table
+    return with_classes(pl.read_parquet(path))   # a table scored before the error classes
 
 
 def sweep_data(runs_dir: str | Path, runs: pl.DataFrame, board: pl.DataFrame, swept: list[str],
@@ -479,7 +472,7 @@ def sweep_data(runs_dir: str | Path, runs: pl.DataFrame, board: pl.DataFrame, sw
     metric = None
     if "metric" in board.columns and board["metric"].drop_nulls().len():
         try:
-            from kohaku.report.metric import metric_from_json
+            from kohaku.tasks.components import metric_from_json
 
             metric = metric_from_json(board["metric"].drop_nulls()[0])
             component_cols = [c.name if c.name in board.columns else f"component:{c.name}" for c in metric.components

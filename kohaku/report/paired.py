@@ -8,7 +8,7 @@ scores of B resamples are matrix products (:func:`resample_scores`): 10,000 resa
 questions for 6 configurations take well under a second.
 
 The statistic is the metric itself, recomputed on each resample. A metric is a weighted sum of
-components (:mod:`kohaku.report.metric`); a component is the mean of its per-question values over
+components (:mod:`kohaku.tasks.components`); a component is the mean of its per-question values over
 the questions its ``over`` mask selects (every question without one), and its ``empty`` value
 when a resample draws none of them. WattBot: 0.75·value + 0.15·ref + 0.10·NA, NA over every
 question (``wattbot``) or the recall over the resample's unanswerable questions, 1.0 when it
@@ -29,8 +29,9 @@ from typing import Sequence
 
 import numpy as np
 
-from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS
-from kohaku.report.metric import Component, Metric, wattbot_metric
+from kohaku.tasks import registry
+from kohaku.tasks.catalog import DEFAULT_VARIANT
+from kohaku.tasks.components import Component, Metric, variant_metric
 
 N_RESAMPLES = 10_000
 SEED = 0
@@ -90,7 +91,7 @@ class ScoreMatrix:
         ref: np.ndarray | None = None,
         na: np.ndarray | None = None,
         blank: np.ndarray | None = None,
-        variant: str | None = "wattbot",
+        variant: str | None = DEFAULT_VARIANT,
         seed_scores: list[list[float]] | None = None,
         *,
         components: Sequence[ComponentMatrix] | None = None,
@@ -102,15 +103,16 @@ class ScoreMatrix:
         self.blank = np.zeros(shape[1], dtype=bool) if blank is None else np.asarray(blank, dtype=bool)
         if self.blank.shape != (shape[1],):
             raise ValueError(f"ScoreMatrix.blank has shape {self.blank.shape}; expected ({shape[1]},)")
-        if components is None:  # WattBot's three components
-            if variant not in VARIANTS:
-                raise ValueError(f"unknown metric variant '{variant}'; use one of {', '.join(VARIANTS)}")
-            metric = metric or wattbot_metric(variant)
-            recall = variant == "wattbot-recall"
-            components = [ComponentMatrix("value", WEIGHTS["value"], value),  # type: ignore[arg-type]
-                          ComponentMatrix("ref", WEIGHTS["ref"], ref),  # type: ignore[arg-type]
-                          ComponentMatrix("na", WEIGHTS["na"], na, self.blank if recall else None,  # type: ignore[arg-type]
-                                          1.0 if recall else 0.0)]
+        if components is None:  # a variant's components by name (WattBot's value, ref, na)
+            known = registry.names("variant")
+            if variant not in known:
+                raise ValueError(f"unknown metric variant '{variant}'; use one of {', '.join(known)}")
+            described = variant_metric(variant)
+            metric = metric or described
+            arrays = {"value": value, "ref": ref, "na": na}
+            components = [ComponentMatrix(c.name, c.weight, arrays[c.name],  # type: ignore[arg-type]
+                                          self.blank if c.over else None, c.empty_value if c.over else 0.0)
+                          for c in described.components]
         else:
             variant = metric.variant if metric is not None else None
         self.variant = variant

@@ -24,7 +24,7 @@ def components(runs: pl.DataFrame) -> list[tuple[str, str]]:
 
 def metric_name(runs: pl.DataFrame) -> str:
     """The runs' task for titles: ``WattBot`` for WattBot's metric, else the metrics' names."""
-    names = list(dict.fromkeys("WattBot" if m.is_wattbot else m.name for m in run_metrics(runs)))
+    names = list(dict.fromkeys(m.display for m in run_metrics(runs)))
     return " / ".join(names) or "WattBot"
 
 

@@ -15,6 +15,7 @@ from kohaku.report.plots import sweep_plots
 from kohaku.report.runs import collect_runs, run_metrics
 from kohaku.report.significance import SweepComparison, sweep_comparison
 from kohaku.report.tables import ablation_long, ablation_pivot, leaderboard, swept_keys, to_markdown
+from kohaku.tasks.components import known_metric, variant_metric
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ def _comparison_md(cmp: SweepComparison, swept: list[str]) -> str:
     lines.append(to_markdown(table))
     if cmp.classes:
         lines.append("\n## Error classes per point\n")
-        where = "kohaku/tasks/wattbot/diagnosis.py" if cmp.metric is None or cmp.metric.is_wattbot else "the task's classes"
+        known = known_metric(cmp.metric)
+        where = (known.classes_source if known is not None else None) or "the task's classes"
         lines.append(f"Questions per class ({where}; mean over the point's runs).\n")
         lines.append(to_markdown(cmp.cells.select(*swept, *cmp.classes), floats=1))
     return "\n".join(lines)
@@ -100,7 +102,7 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
     runs, keys = collect_runs(runs_dir)
     if config.task is not None and not runs.is_empty() and "metric" in runs.columns:
         names = [(json.loads(m).get("name") if m else None) for m in runs["metric"].to_list()]
-        keep = [n == config.task or (n is None and config.task == "wattbot") for n in names]
+        keep = [n == config.task or (n is None and config.task == variant_metric().name) for n in names]
         if not all(keep):
             log.warning("%d run(s) scored with another task than %s left out", keep.count(False), config.task)
         runs = runs.filter(pl.Series(keep))

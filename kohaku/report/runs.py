@@ -2,7 +2,7 @@
 
 A scored run's row has its ``score``, one column per metric component (named as the component:
 ``value``, ``ref``, ``na`` for WattBot; ``judge``, ``numeric``, ... for other tasks), its
-``variant``, its ``metric`` (compact JSON, :mod:`kohaku.report.metric`: from the run's
+``variant``, its ``metric`` (compact JSON, :mod:`kohaku.tasks.components`: from the run's
 ``scores.json``, WattBot's by the variant for runs scored before tasks) and ``scores_table``,
 the path of its per-question table.
 """
@@ -17,8 +17,8 @@ from typing import Any
 import polars as pl
 import yaml
 
-from kohaku.tasks.wattbot.metric import MetricError
-from kohaku.report.metric import Metric, metric_from_json, metric_of, read_scores_json, scores_json_of, wattbot_metric
+from kohaku.core.errors import MetricError
+from kohaku.tasks.components import Metric, metric_from_json, metric_of, read_scores_json, scores_json_of, variant_metric
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def run_metrics(runs: pl.DataFrame) -> list[Metric]:
 def component_columns(runs: pl.DataFrame) -> list[tuple[str, str]]:
     """(column, label) of every metric component in the runs table (label ``name (weight)``),
     in the metrics' order; WattBot's for a table without a ``metric`` column."""
-    metrics = run_metrics(runs) or [wattbot_metric()]
+    metrics = run_metrics(runs) or [variant_metric()]
     out: dict[str, str] = {}
     for m in metrics:
         for c in m.components:

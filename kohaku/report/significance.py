@@ -27,11 +27,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kohaku.tasks.wattbot.diagnosis import classify
-from kohaku.tasks.wattbot.metric import MetricError
-from kohaku.report.compare import REQUIRED, Config, class_names, error_counts, score_matrix
-from kohaku.report.metric import (Metric, class_order, describe_metrics, read_scores_json, scores_json_of,
-                                  wattbot_metric)
+from kohaku.core.errors import MetricError
+from kohaku.report.compare import Config, class_names, error_counts, score_matrix
+from kohaku.tasks.components import (Metric, class_order, describe_metrics, read_scores_json, scores_json_of,
+                                     variant_metric, with_classes)
 from kohaku.report.paired import N_RESAMPLES, SEED, ScoreMatrix, bootstrap, compare
 from kohaku.report.runs import parse_value, run_metrics
 
@@ -79,10 +78,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _load(path: str) -> pl.DataFrame:
-    table = pl.read_parquet(path)
-    if "error_class" in table.columns or not all(c in table.columns for c in REQUIRED):
-        return table
-    return classify(table)  # a WattBot table scored before the error classes
+    return with_classes(pl.read_parquet(path))  # a table scored before the error classes
 
 
 def _classes(path: str) -> list[str]:
@@ -105,7 +101,7 @@ def _metric(ok: pl.DataFrame, warn: bool = True) -> Metric | None:
     if metrics:
         return metrics[0]
     try:
-        return wattbot_metric(variants[0] if variants else None)
+        return variant_metric(variants[0] if variants else None)
     except MetricError as exc:
         say("%s: no paired comparison", exc)
         return None

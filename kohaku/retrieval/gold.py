@@ -45,7 +45,7 @@ import polars as pl
 
 from kohaku.core.csvfile import read_csv_strings
 from kohaku.core.errors import KohakuError
-from kohaku.tasks.wattbot.submission import parse_ref_list
+from kohaku.core.cells import parse_ref_list
 
 log = logging.getLogger("kohaku.retrieve")
 
@@ -107,7 +107,7 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], list[str], str]:
 
 def parse_doc_list(value: Any) -> list[str]:
     """Document ids of a cell: a list, ``['a','b']``, ``a,b`` or one id (the ref-list reader,
-    kohaku.tasks.wattbot.submission.parse_ref_list); blanks and ``none``/``null``/``nan`` dropped."""
+    kohaku.core.cells.parse_ref_list); blanks and ``none``/``null``/``nan`` dropped."""
     return [x for x in parse_ref_list(value) if x.lower() not in _BLANK]
 
 

@@ -19,9 +19,8 @@ from omegaconf import DictConfig
 from kohaku.ingest.corpus import CorpusConfig, solutions_file
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
-from kohaku.tasks.wattbot.metric import EMPTY_SCORES, ScoreConfig
 from kohaku.runner.stage import Stage, StageContext
-from kohaku.tasks.scoring import score_code_key, score_submission
+from kohaku.tasks.scoring import EMPTY_SCORES, ScoreConfig, score_code_key, score_submission
 from kohaku.tasks.spec import build_task
 
 SUMMARY_EVENTS = {

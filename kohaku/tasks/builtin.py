@@ -1,6 +1,8 @@
-"""kohaku's own named functions for tasks: vote groupings, submission writers, metrics, error classes.
+"""kohaku's own named functions that belong to no one competition: vote groupings, submission
+writers, metrics, error classes (a competition's own live in its room, kohaku/tasks/<name>/).
 
-Each is registered under the name a task YAML uses (:mod:`kohaku.tasks.registry`). Signatures:
+The registry finds each by the name a task YAML uses through its table (:mod:`kohaku.tasks.catalog`).
+Signatures:
 
 - group:   ``fn(spec: VoteSpec) -> Grouping``
 - writer:  ``fn(answers, questions, spec: SubmissionSpec, path) -> DataFrame`` (writes ``path``)
@@ -22,64 +24,23 @@ from typing import Any, Callable
 
 import polars as pl
 
-from kohaku.tasks.wattbot import diagnosis
 from kohaku.core.artifacts import atomic_write
+from kohaku.core.cells import format_ref_list
 from kohaku.core.config import ConfigError, build
+from kohaku.core.errors import MetricError
 from kohaku.llm.base import Counters
-from kohaku.tasks.wattbot.submission import answers_to_submission, format_ref_list, write_submission
-from kohaku.tasks.wattbot.metric import MetricError, ref_score
 from kohaku.tasks import classes, documents, refs
-from kohaku.tasks.financebench.accounting import (gold_amount, normalize_text, numeric_match, parse_amount,
-                                     question_unit, same_amount)
+from kohaku.tasks.grouping import Grouping
 from kohaku.tasks.judge import JudgeConfig, JudgeItem, judge
-from kohaku.tasks.registry import register
 from kohaku.tasks.spec import SubmissionSpec, VoteSpec
-from kohaku.tasks.squad.metric import exact_match, normalize_answer, token_f1
-from kohaku.answer.values import format_number
-from kohaku.answer.voting import WATTBOT_GROUPING, Grouping
 
 # -- vote groupings -----------------------------------------------------------------------
-
-
-@register("group", "wattbot")
-def wattbot_grouping(spec: VoteSpec) -> Grouping:
-    """kohaku.answer.values canonical forms; the competition's tolerance (rel 1e-3, abs 1e-3)."""
-    return WATTBOT_GROUPING
 
 
 def _empty(raw: str) -> bool:
     return not (raw or "").strip()
 
 
-@register("group", "amounts")
-def amounts_grouping(spec: VoteSpec) -> Grouping:
-    """Amounts (``$1,577.00``, ``(1.2)``, ``2.8%``, ``USD 1.5 billion``; a bare ``3M`` is a name)
-    within ``vote.tolerance``; anything else by its normalised text (SQuAD normalisation)."""
-    def parse(raw: str) -> Any:
-        amount = parse_amount(raw)
-        return amount if amount is not None else normalize_text(raw)
-
-    def same(a: Any, b: Any) -> bool:
-        if isinstance(a, str) or isinstance(b, str):
-            return a == b
-        return same_amount(a, b, spec.tolerance)
-
-    def render(parsed: Any, raw: str) -> str:
-        if isinstance(parsed, str):
-            return raw.strip()
-        return format_number(parsed.value) + ("%" if parsed.percent else "")
-
-    return Grouping(parse, same, render, blank_raw=_empty, blank_parsed=lambda p: p == "")
-
-
-@register("group", "text")
-def text_grouping(spec: VoteSpec) -> Grouping:
-    """Free text by its normalised form (lower case, no punctuation or articles)."""
-    return Grouping(normalize_answer, lambda a, b: a == b, lambda p, raw: raw.strip(),
-                    blank_raw=_empty, blank_parsed=lambda p: p == "")
-
-
-@register("group", "name")
 def name_grouping(spec: VoteSpec) -> Grouping:
     """Names, case- and whitespace-insensitive."""
     return Grouping(lambda raw: " ".join((raw or "").lower().split()), lambda a, b: a == b,
@@ -87,15 +48,6 @@ def name_grouping(spec: VoteSpec) -> Grouping:
 
 
 # -- submission writers -------------------------------------------------------------------
-
-
-@register("writer", "wattbot")
-def wattbot_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: SubmissionSpec,
-                   path: Path) -> pl.DataFrame:
-    """The WattBot CSV (kohaku.tasks.wattbot.submission): refuses to write an invalid one."""
-    sub = answers_to_submission(answers, questions)
-    write_submission(sub, path)
-    return sub
 
 
 def _list_cell(items: list[str], spec: SubmissionSpec) -> str:
@@ -124,7 +76,6 @@ COLUMN_SOURCES: dict[str, Callable[[dict, dict], Any]] = {
 }
 
 
-@register("writer", "columns")
 def columns_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: SubmissionSpec,
                    path: Path) -> pl.DataFrame:
     """A CSV with ``submission.columns`` (output column -> source), one row per question in
@@ -162,7 +113,6 @@ def columns_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submiss
     return df
 
 
-@register("writer", "json")
 def json_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: SubmissionSpec,
                 path: Path) -> pl.DataFrame:
     """``submission.json`` beside ``path`` (kohaku.tasks.documents: the answers as objects, typed
@@ -198,38 +148,6 @@ def _truths(row: dict[str, Any]) -> list[str]:
     return [text]
 
 
-@register("metric", "exact_match")
-def exact_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
-    """SQuAD v1.1 exact match (max over the accepted answers); a blank answer scores 0."""
-    return [0.0 if r["pred_blank"] else exact_match(r["pred"] or "", _truths(r)) for r in rows]
-
-
-@register("metric", "token_f1")
-def token_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
-    """SQuAD v1.1 token F1 (max over the accepted answers); a blank answer scores 0."""
-    return [0.0 if r["pred_blank"] else token_f1(r["pred"] or "", _truths(r)) for r in rows]
-
-
-@register("metric", "numeric_match")
-def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
-    """1/0 on the questions whose gold answer is an amount, or starts with one
-    (kohaku.tasks.financebench.accounting.numeric_match: the gold's own precision, ``params.rel_tol`` a
-    relative tolerance on top, default 0); None (not covered) on the others. A sentence answer
-    is read for its amounts."""
-    rel_tol = float(params.get("rel_tol", 0.0))
-    out: list[float | None] = []
-    for r in rows:
-        if gold_amount(r["truth"] or "") is None:
-            out.append(None)
-        elif r["pred_blank"]:
-            out.append(0.0)
-        else:
-            unit = question_unit(r.get("question"))
-            out.append(1.0 if numeric_match(r["truth"], r["pred"] or "", rel_tol, unit) else 0.0)
-    return out
-
-
-@register("metric", "llm_judge")
 def llm_judge_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
     """1/0 by an LLM judge (kohaku.tasks.judge; ``params`` are its JudgeConfig: prompts,
     max_tokens, ...) through the generation cache; an output that is no verdict scores 0 and is
@@ -262,22 +180,6 @@ def _cell(row: dict[str, Any], side: str, column: str, metric: str) -> Any:
     return data[column]
 
 
-@register("metric", "doc_jaccard")
-def doc_jaccard_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
-    """WattBot's reference score: the Jaccard index of the cited (``params.pred``, default
-    ``ref_id``) and the gold (``params.gold``, default ``ref_id``) document ids, by the
-    competition's rules (kohaku.tasks.wattbot.metric.ref_score); a missing row scores 0."""
-    pred, gold = params.get("pred", "ref_id"), params.get("gold", "ref_id")
-    out: list[float | None] = []
-    for r in rows:
-        if r.get("submission") is None:
-            out.append(0.0)
-            continue
-        out.append(ref_score(str(_cell(r, "solution", gold, "doc_jaccard") or ""),
-                             str(_cell(r, "submission", pred, "doc_jaccard") or "")))
-    return out
-
-
 def _pages_of(r: dict[str, Any], params: dict[str, Any], metric: str) -> set:
     cell = _cell(r, "submission", params.get("pred", "pages"), metric)
     try:
@@ -286,7 +188,6 @@ def _pages_of(r: dict[str, Any], params: dict[str, Any], metric: str) -> set:
         raise MetricError(f"the submission: {exc}") from exc
 
 
-@register("metric", "page_prf")
 def page_prf_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
     """Cited pages (submission column ``params.pred``, default ``pages``, numbered from
     ``params.page_base``) against gold pages (solution column ``params.gold``, default
@@ -309,7 +210,6 @@ def page_prf_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Met
     return out
 
 
-@register("metric", "page_pools")
 def page_pools_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
     """Pools: each gold group of pages (solution column ``params.gold``, default ``pools``,
     numbered from ``params.gold_page_base``) needs one cited page (submission column
@@ -327,7 +227,6 @@ def page_pools_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: M
     return out
 
 
-@register("metric", "na_f1")
 def na_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> float:
     """Set-level (``level: set``): F1 of the not-answerable class over all questions
     (``params.average``: ``positive``, or ``macro`` over both classes). Gold not-answerable:
@@ -342,13 +241,6 @@ def na_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Metric
 # -- error classes ------------------------------------------------------------------------
 
 
-@register("classes", "wattbot")
-def wattbot_classes(table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
-    table = diagnosis.classify(table)
-    return table, diagnosis.error_summary(table)
-
-
-@register("classes", "generic")
 def generic_classes(table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
     table = classes.classify(table)
     return table, classes.error_summary(table)

@@ -3,7 +3,7 @@
 Input: a per-question table with the columns ``qid``, ``truth`` (str), ``pred`` (str or null),
 ``correct`` (bool: the task's primary judgement: exact match, numeric match, the judge, ...),
 and optionally ``pred_blank`` (bool; default: ``pred`` is null or a blank token,
-:func:`kohaku.answer.values.is_blank_value`), ``missing`` (bool; default False) and ``f1`` (float, token
+:func:`kohaku.core.values.is_blank_value`), ``missing`` (bool; default False) and ``f1`` (float, token
 F1 for text answers; a ``token_f1`` column, the metric's registered name, serves when there is
 no ``f1``). Output (:func:`classify`): the same table with ``answer_kind``,
 ``error_class`` and ``error_detail`` added; :func:`error_summary` counts them.
@@ -53,7 +53,7 @@ import polars as pl
 from kohaku.tasks.wattbot.diagnosis import NEAR_TOL, scale_factor, with_class_columns
 from kohaku.tasks.wattbot.diagnosis import class_counts as diagnosis_counts
 from kohaku.tasks.financebench.accounting import Amount, numeric_match, parse_amount, readings
-from kohaku.answer.values import is_blank_value
+from kohaku.core.values import is_blank_value
 
 CLASSES = (
     "correct",

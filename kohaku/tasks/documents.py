@@ -33,7 +33,7 @@ from kohaku.core import csvfile
 from kohaku.core.artifacts import atomic_write
 from kohaku.core.config import ConfigError
 from kohaku.core.schema_check import load_schema, problems
-from kohaku.tasks.wattbot.submission import SubmissionError
+from kohaku.core.errors import SubmissionError
 from kohaku.tasks.spec import SubmissionSpec
 
 REFERENCE_SOURCES = ("doc_id", "page")

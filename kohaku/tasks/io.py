@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from kohaku.core import csvfile
-from kohaku.ingest.corpus import CorpusError, CorpusFileNotFound
+from kohaku.core.errors import CorpusError, CorpusFileNotFound
 from kohaku.tasks.spec import FORMATS, QuestionsSpec
 
 
@@ -77,11 +77,15 @@ def read_rows(path: str | Path, fmt: str | None, what: str, warnings: list[str] 
                                     skip_blank_lines=skip_blank_lines)
 
 
-def read_questions(path: str | Path, spec: QuestionsSpec, warnings: list[str] | None = None) -> pl.DataFrame:
+def read_questions(path: str | Path, spec: QuestionsSpec | None = None,
+                   warnings: list[str] | None = None) -> pl.DataFrame:
     """The questions file as ``qid``, ``question``, the task's prompt fields, then the other
     columns, all strings. The id, question and field columns must exist (the error names the
-    file and the task key); ids must be unique and questions non-empty (the error names the row)."""
+    file and the task key); ids must be unique and questions non-empty (the error names the row).
+    ``spec`` None: the default ``QuestionsSpec`` (a WattBot questions CSV: qid from ``id``,
+    question, answer_unit). Encoding problems are logged and appended to ``warnings``."""
     path = Path(path)
+    spec = spec or QuestionsSpec()
     df = read_rows(path, spec.format, "questions", warnings)
     missing = [c for c in (spec.id, spec.question, *spec.fields) if c not in df.columns]
     if missing:

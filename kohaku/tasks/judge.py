@@ -13,7 +13,7 @@ per question:
   :func:`kohaku.llm.json_text.first_json_object`; a reply without a boolean ``correct`` (a
   backend that ignores the schema, a cut-off output) gives ``correct=None``: no verdict, which
   the caller counts apart from right and wrong;
-- a blank or abstained answer (:func:`kohaku.answer.values.is_blank_value`: ``""``, ``is_blank``,
+- a blank or abstained answer (:func:`kohaku.core.values.is_blank_value`: ``""``, ``is_blank``,
   ``n/a``, ``na``, "Unable to answer ...", or None) is judged incorrect **without calling the
   model** (``Verdict.blank`` is set, ``raw`` is empty).
 
@@ -33,7 +33,7 @@ from kohaku.llm.base import Backend, ChatRequest, Counters
 from kohaku.llm.cache import GenerationCache, generate_cached
 from kohaku.llm.prompts import check_template, render, template_fields
 from kohaku.llm.json_text import first_json_object
-from kohaku.answer.values import is_blank_value
+from kohaku.core.values import is_blank_value
 
 JUDGE_FIELDS = ("question", "truth", "answer")
 

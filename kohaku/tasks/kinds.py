@@ -35,11 +35,11 @@ from typing import Any, Callable, Mapping
 import polars as pl
 
 from kohaku.core.config import ConfigError
-from kohaku.tasks.wattbot.submission import format_ref_list
+from kohaku.core.cells import format_ref_list
 from kohaku.tasks.spec import KindSpec, KindsSpec
 from kohaku.tasks.squad.metric import normalize_answer, token_f1
-from kohaku.answer.values import format_number, parse_number, split_list
-from kohaku.answer.voting import Grouping
+from kohaku.core.values import format_number, parse_number, split_list
+from kohaku.tasks.grouping import Grouping
 
 DEFAULT_INSTRUCTIONS = {
     "number": "The value is a JSON number in the unit the question asks for: digits only, no "

@@ -3,7 +3,10 @@
 A task YAML names code by a short name (``vote.group: amounts``, ``score.metrics[].fn:
 token_f1``, ``submission.writer: columns``) or, for a competition whose code lives outside
 kohaku, by an import path ``package.module:function``. Each kind of function has its own
-table; :func:`lookup` resolves a name and fails with the config key and the known names.
+table in :mod:`kohaku.tasks.catalog` (name -> ``module:function``), read here; the function's
+module is imported when it is looked up, so nothing registers by being imported and the
+registry imports none of the modules it names. :func:`lookup` resolves a name and fails with
+the config key and the known names.
 """
 
 from __future__ import annotations
@@ -12,57 +15,47 @@ import importlib
 from typing import Any, Callable
 
 from kohaku.core.config import ConfigError
+from kohaku.tasks.catalog import CATALOG
 
-KINDS = ("group", "writer", "metric", "classes")
-_TABLES: dict[str, dict[str, Callable[..., Any]]] = {kind: {} for kind in KINDS}
+KINDS = tuple(CATALOG)
 
 
-def register(kind: str, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: make ``fn`` known as ``name`` among the functions of ``kind``."""
-    if kind not in _TABLES:
-        raise ValueError(f"unknown registry kind {kind!r}; kinds: {', '.join(KINDS)}")
-
-    def add(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _TABLES[kind][name] = fn
-        return fn
-
-    return add
+def _import(path: str, where: str, name: str) -> Callable[..., Any]:
+    module, _, attr = path.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{where}={name!r}: cannot import {attr!r} from module {module!r} "
+                          f"({exc}); check the module is importable (PYTHONPATH)") from exc
+    if not callable(fn):
+        raise ConfigError(f"{where}={name!r} is not a function")
+    return fn
 
 
 def names(kind: str) -> list[str]:
-    _load_builtins()
-    return sorted(_TABLES[kind])
+    return sorted(CATALOG[kind])
 
 
 def lookup(kind: str, name: str, where: str) -> Callable[..., Any]:
-    """The function registered as ``name`` (or imported from ``module:function``); ``where`` is
-    the config key that named it, for the error."""
-    _load_builtins()
+    """The function named ``name`` in the table of ``kind`` (or imported from
+    ``module:function``); ``where`` is the config key that named it, for the error."""
     if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            fn = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"{where}={name!r}: cannot import {attr!r} from module {module!r} "
-                              f"({exc}); check the module is importable (PYTHONPATH)") from exc
-        if not callable(fn):
-            raise ConfigError(f"{where}={name!r} is not a function")
-        return fn
-    table = _TABLES[kind]
+        return _import(name, where, name)
+    table = CATALOG[kind]
     if name not in table:
         raise ConfigError(f"{where}={name!r} is unknown; known: {', '.join(sorted(table))}, "
                           "or an import path 'package.module:function'")
-    return table[name]
+    return _import(table[name], where, name)
 
 
 #: the library code kohaku's own named functions run (their module and what it calls)
-_KOHAKU_SCORING = ("kohaku/tasks/**/*.py", "kohaku/answer/values.py", "kohaku/core/csvfile.py")
+_KOHAKU_SCORING = ("kohaku/tasks/**/*.py", "kohaku/core/values.py", "kohaku/core/cells.py", "kohaku/core/csvfile.py")
 
 
 def code_hash(kind: str, name: str) -> str:
     """sha256 of the code the function ``name`` of ``kind`` runs: for a function of a module of
     your own (``package.module:function``) that module's source; for one of kohaku's, the
-    sources of kohaku's scoring modules (kohaku/tasks/, metrics, diagnosis, values, submission).
+    sources of kohaku's scoring modules (kohaku/tasks/ and its rooms, core values and cells).
     A name that does not resolve hashes as its error (the stage reports it when it runs)."""
     import hashlib
     import inspect
@@ -82,8 +75,3 @@ def code_hash(kind: str, name: str) -> str:
     except (ConfigError, OSError, TypeError) as exc:
         return f"unresolved: {exc}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _load_builtins() -> None:
-    # the modules that register kohaku's own functions (imported on first use: no cycles)
-    from kohaku.tasks import builtin  # noqa: F401

@@ -1,9 +1,9 @@
 """Scoring a submission with its task's metric.
 
-Two scorers:
+The task's ``score.scorer`` names the scorer (kohaku.tasks.catalog's ``scorer`` table, or
+``module:function``): a competition's own (WattBot's exact metric lives in its room,
+kohaku/tasks/wattbot/), or
 
-- ``wattbot``: the competition's metric exactly (:mod:`kohaku.tasks.wattbot.metric`, variant ``wattbot`` or
-  ``wattbot-recall``) and its error classes (:mod:`kohaku.tasks.wattbot.diagnosis`).
 - ``components``: a weighted sum of named metrics (``task.score.metrics``), each the mean over
   the questions it covers (a metric returns None for a question it does not cover: numeric
   match on a question whose gold answer is no amount). A component over no question is 0.
@@ -25,14 +25,14 @@ from typing import Any, Callable
 
 import polars as pl
 
+from kohaku.core.cells import read_csv_str
 from kohaku.core.config import ConfigError
-from kohaku.tasks.wattbot.metric import MetricError, score_files
-from kohaku.report.metric import wattbot_metric
-from kohaku.tasks.wattbot.submission import read_csv_str
+from kohaku.core.errors import MetricError
 from kohaku.tasks import registry
+from kohaku.tasks.catalog import DEFAULT_VARIANT
 from kohaku.tasks.builtin import MetricEnv, is_blank_answer
 from kohaku.tasks.io import read_rows
-from kohaku.tasks.spec import Task
+from kohaku.tasks.spec import ScoreSpec, Task
 
 log = logging.getLogger("kohaku.score")
 
@@ -59,21 +59,38 @@ class TaskScore:
                 "metric": {"name": self.task, "components": self.metric}, "errors": self.errors}
 
 
-def _classes(task: Task, table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
+@dataclass
+class ScoreConfig:
+    """The ``score`` config group."""
+
+    variant: str = DEFAULT_VARIANT  # a scorer variant (kohaku.tasks.catalog): wattbot (competition file) | wattbot-recall (UI fork scorer)
+    subset: bool = False  # score only questions present in the submission (question subsets)
+    # the LLM judge's model (a task metric llm_judge): an llm config such as
+    # {name: judge, backend: openai, model: ...}; null: the run's llm
+    judge_llm: Any = None
+
+    def validate(self) -> None:
+        known = registry.names("variant")
+        if self.variant not in known:
+            raise ConfigError(f"score.variant='{self.variant}'; use one of {', '.join(known)}")
+        if self.judge_llm is not None and not (isinstance(self.judge_llm, dict) and "backend" in self.judge_llm):
+            raise ConfigError(f"score.judge_llm={self.judge_llm!r}: give an llm config with at least "
+                              "'backend' (and name, model), e.g. {name: judge, backend: fake}, or null")
+
+
+# The scores table when there is nothing to score (corpus.solutions=null).
+EMPTY_SCORES = {
+    "qid": pl.String,
+    "value_ok": pl.Boolean,
+    "ref_score": pl.Float64,
+    "na_ok": pl.Boolean,
+    "unit_ok": pl.Boolean,
+}
+
+
+def task_classes(task: Task, table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """``table`` with the task's error classes (``score.classes``) and their summary."""
     return registry.lookup("classes", task.score.classes, "task.score.classes")(table)
-
-
-def _score_wattbot(task: Task, solutions: Path, submission: Path, variant: str, subset: bool,
-                   strict: bool) -> TaskScore:
-    result = score_files(solutions, submission, variant, subset=subset, strict=strict)
-    table, errors = _classes(task, result.table)
-    details = result.summary()
-    for key in ("score", "components", "n", "n_missing", "n_extra", "warnings"):
-        details.pop(key)
-    return TaskScore(task.name, "wattbot", result.score,
-                     {"value": result.value, "ref": result.ref, "na": result.na, "unit": result.unit},
-                     wattbot_metric(variant).as_json()["components"], result.n, result.n_missing,
-                     result.n_extra, table, errors, details, result.warnings)
 
 
 def score_code_key(values: Any) -> Any:
@@ -82,7 +99,8 @@ def score_code_key(values: Any) -> Any:
     so editing a metric re-scores."""
     if not isinstance(values, dict):
         return values
-    code = {f"classes:{values.get('classes', 'wattbot')}": registry.code_hash("classes", str(values.get("classes", "wattbot")))}
+    default = ScoreSpec.__dataclass_fields__["classes"].default
+    code = {f"classes:{values.get('classes', default)}": registry.code_hash("classes", str(values.get("classes", default)))}
     for m in values.get("metrics") or []:
         if isinstance(m, dict) and m.get("fn"):
             code[f"metric:{m['fn']}"] = registry.code_hash("metric", str(m["fn"]))
@@ -104,8 +122,8 @@ def round_score(x: float, digits: int, how: str = "half_up") -> float:
 def submission_columns(task: Task) -> tuple[str, str]:
     """(id column, value column) of the task's submission CSV."""
     spec = task.submission
-    if spec.writer == "wattbot":
-        return "id", "answer_value"
+    if spec.writer in registry.names("columns"):   # a writer with its own columns (WattBot's CSV)
+        return registry.lookup("columns", spec.writer, "task.submission.writer")(task)
     by_source = {source: column for column, source in spec.columns.items()}
     value = by_source.get("value") or by_source.get(task.answer.value)
     if "qid" not in by_source or value is None:
@@ -122,8 +140,10 @@ def _require(df: pl.DataFrame, columns: dict[str, str], path: Path, what: str) -
                           f"{df.columns}")
 
 
-def _score_components(task: Task, solutions: Path, submission: Path, subset: bool,
-                      backend: Callable[[], Any] | None, cache: Any) -> TaskScore:
+def score_components(task: Task, solutions: Path, submission: Path, variant: str | None, subset: bool,
+                     strict: bool, backend: Callable[[], Any] | None = None, cache: Any = None) -> TaskScore:
+    """A weighted sum of the task's named metrics (``task.score.metrics``; see the module doc);
+    ``variant`` and ``strict`` are not used."""
     spec = task.solutions
     sol = read_rows(solutions, spec.format, "solutions", skip_blank_lines=True)
     _require(sol, {"task.solutions.id": spec.id, "task.solutions.answer": spec.answer}, solutions, "solutions file")
@@ -224,7 +244,7 @@ def _score_components(task: Task, solutions: Path, submission: Path, subset: boo
                                              else pl.Float64))
     correct_by = task.score.correct or next((m["name"] for m in metric if m["weight"] > 0), metric[0]["name"])
     table = table.with_columns((pl.col(correct_by).fill_null(0.0) >= 0.5).alias("correct"))
-    table, errors = _classes(task, table)
+    table, errors = task_classes(task, table)
     details = {"weights": {m.name: m.weight for m in task.score.metric_specs}, "coverage": coverage,
                "correct_by": correct_by, "combine": task.score.combine, **stats}
     if set_values:
@@ -236,14 +256,15 @@ def _score_components(task: Task, solutions: Path, submission: Path, subset: boo
 
 
 def score_submission(task: Task, solutions: str | Path, submission: str | Path, *,
-                     variant: str = "wattbot", subset: bool = False, strict: bool = False,
+                     variant: str | None = None, subset: bool = False, strict: bool = False,
                      backend: Callable[[], Any] | None = None, cache: Any = None) -> TaskScore:
-    """Score ``submission`` against ``solutions`` with ``task``'s scorer. ``variant`` and
-    ``strict`` apply to the wattbot scorer; ``backend`` (a function that loads the LLM) and
-    ``cache`` (a generation cache) serve metrics that need a model (the LLM judge)."""
+    """Score ``submission`` against ``solutions`` with ``task``'s scorer (``score.scorer``).
+    ``variant`` and ``strict`` apply to scorers with variants (WattBot's; None: its default);
+    ``backend`` (a function that loads the LLM) and ``cache`` (a generation cache) serve metrics
+    that need a model (the LLM judge)."""
     solutions, submission = Path(solutions), Path(submission)
-    if task.score.scorer == "wattbot":
-        return _score_wattbot(task, solutions, submission, variant, subset, strict)
-    if task.score.scorer == "components":
-        return _score_components(task, solutions, submission, subset, backend, cache)
-    raise ConfigError(f"task.score.scorer={task.score.scorer!r}; use wattbot or components")
+    name = task.score.scorer
+    if ":" not in name and name not in registry.names("scorer"):
+        raise ConfigError(f"task.score.scorer={name!r}; use {' or '.join(sorted(registry.names('scorer'), reverse=True))}")
+    scorer = registry.lookup("scorer", name, "task.score.scorer")
+    return scorer(task, solutions, submission, variant, subset, strict, backend, cache)

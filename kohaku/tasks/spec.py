@@ -35,7 +35,7 @@ from typing import Any
 from kohaku.core.config import ConfigError, build
 from kohaku.llm.prompts import check_template
 from kohaku.retrieval.gold import GoldSpec
-from kohaku.answer.values import MODEL_BLANK_TOKENS
+from kohaku.core.values import MODEL_BLANK_TOKENS
 
 FORMATS = ("csv", "jsonl")
 FIELD_TYPES = ("text", "number", "list", "choice", "refs")

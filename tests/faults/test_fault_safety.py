@@ -63,7 +63,7 @@ def test_value_and_ref_readers_never_execute_code(tmp_path):
     from kohaku.answer.answering import parse_answer
     from kohaku.llm.json_text import first_json_object
     from kohaku.tasks.wattbot.submission import parse_ref_list
-    from kohaku.answer.values import canonical, render
+    from kohaku.core.values import canonical, render
 
     mark = tmp_path / "mark"
     code = _payload(mark)

@@ -30,7 +30,7 @@ right, an unanswerable question counting as right only when left blank.
 
 ``error_detail`` holds the finer split: the factor of a ``scale`` slip (``x1e3``, ``unit x60``),
 the relative error of a ``near_miss`` (``+4.2%``), ``format`` for a value that is right once read
-leniently (:func:`kohaku.answer.values.canonical`: ``2 billion``, ``1,000``, ``True``) but that the
+leniently (:func:`kohaku.core.values.canonical`: ``2 billion``, ``1,000``, ``True``) but that the
 metric variant compares as written, ``not a number`` / ``range for a number`` / ``overlap`` /
 ``k of m items`` where they apply, ``bool`` for a wrong True/False answer, and
 ``ref jaccard 0.50`` for ``wrong_ref``.
@@ -46,7 +46,7 @@ from typing import Any
 import polars as pl
 
 from kohaku.tasks.wattbot.metric import EVIDENCE_FLAGS, listish
-from kohaku.answer.values import canonical, format_number, same
+from kohaku.core.values import canonical, format_number, same
 
 CLASSES = (
     "correct",

@@ -67,9 +67,10 @@ import polars as pl
 
 from kohaku.core.config import ConfigError
 from kohaku.ingest.corpus import SOLUTION_COLUMNS
-from kohaku.tasks.wattbot.submission import (ISSUE_ADVICE, RowIssue, SubmissionError, read_csv_str, reference_cell,
-                               require_columns, scoring_issues)
-from kohaku.answer.values import is_blank_value
+from kohaku.core.errors import MetricError, SubmissionError  # noqa: F401 - MetricError re-exported
+from kohaku.tasks.wattbot.submission import (ISSUE_ADVICE, RowIssue, read_csv_str, reference_cell,
+                                             require_columns, scoring_issues)
+from kohaku.core.values import is_blank_value
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +79,6 @@ WEIGHTS = {"value": 0.75, "ref": 0.15, "na": 0.10}
 EVIDENCE_FLAGS = ("Quote", "Table", "Figure", "Math", "is_NA")
 TOL = 1e-3
 SUBMISSION_REQUIRED = ("id", "answer_value", "ref_id", "explanation")
-
-
-class MetricError(SubmissionError):
-    """Malformed solutions or submission; the message names the file, row and column."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -502,31 +499,3 @@ def score_files(
         raise MetricError(str(exc)) from exc
     return score_frames(sol, sub, variant, names=(str(solutions), str(submission)), subset=subset,
                         strict=strict)
-
-
-@dataclass
-class ScoreConfig:
-    """The ``score`` config group."""
-
-    variant: str = "wattbot"  # wattbot (competition file) | wattbot-recall (UI fork scorer)
-    subset: bool = False  # score only questions present in the submission (question subsets)
-    # the LLM judge's model (a task metric llm_judge): an llm config such as
-    # {name: judge, backend: openai, model: ...}; null: the run's llm
-    judge_llm: Any = None
-
-    def validate(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ConfigError(f"score.variant='{self.variant}'; use one of {', '.join(VARIANTS)}")
-        if self.judge_llm is not None and not (isinstance(self.judge_llm, dict) and "backend" in self.judge_llm):
-            raise ConfigError(f"score.judge_llm={self.judge_llm!r}: give an llm config with at least "
-                              "'backend' (and name, model), e.g. {name: judge, backend: fake}, or null")
-
-
-# The scores table when there is nothing to score (corpus.solutions=null).
-EMPTY_SCORES = {
-    "qid": pl.String,
-    "value_ok": pl.Boolean,
-    "ref_score": pl.Float64,
-    "na_ok": pl.Boolean,
-    "unit_ok": pl.Boolean,
-}

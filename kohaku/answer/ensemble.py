@@ -1,4 +1,5 @@
-"""Ensembles of submission files of any task (``scripts/ensemble.py --task``).
+"""Ensembles of submission files: the WattBot CSV's (:func:`ensemble_submissions`,
+``scripts/ensemble.py``) and any task's (:func:`ensemble_task`, ``scripts/ensemble.py --task``).
 
 Each input is a submission in the task's format (``task.submission``: its columns, list format
 and blank cell). Per question the inputs vote with the task's grouping (``task.vote.group``:
@@ -19,13 +20,15 @@ from typing import Any
 
 import polars as pl
 
+from kohaku.answer.voting import SUBMISSION_CANDIDATES, VoteConfig, finalize_answers, vote
+from kohaku.core.cells import check_ids, parse_ref_list, require_columns
 from kohaku.core.config import ConfigError
-from kohaku.tasks.wattbot.submission import parse_ref_list
+from kohaku.core.values import BLANK, is_blank_value
 from kohaku.tasks import registry
 from kohaku.tasks.builtin import _list_cell, is_blank_answer
 from kohaku.tasks.scoring import submission_columns
 from kohaku.tasks.spec import Task
-from kohaku.answer.voting import VoteConfig, vote
+from kohaku.tasks.wattbot.submission import answers_to_submission
 
 
 def _source_column(task: Task, source: str) -> str | None:
@@ -50,7 +53,7 @@ def ensemble_task(frames: list[pl.DataFrame], task: Task, cfg: VoteConfig | None
     order). Errors name the input and the column it lacks."""
     if task.submission.writer == "wattbot":
         raise ConfigError("the wattbot writer's submissions are ensembled by "
-                          "kohaku.answer.voting.ensemble_submissions (scripts/ensemble.py without --task)")
+                          "kohaku.answer.ensemble.ensemble_submissions (scripts/ensemble.py without --task)")
     names = names or [f"input {i + 1}" for i in range(len(frames))]
     id_col, value_col = submission_columns(task)
     refs_col = _source_column(task, "refs")
@@ -90,3 +93,66 @@ def ensemble_task(frames: list[pl.DataFrame], task: Task, cfg: VoteConfig | None
             row[refs_col] = _list_cell(list(a["ref_id"] or []), spec)
         out.append({c: row.get(c, "") for c in columns})
     return answers.drop("row"), pl.DataFrame(out, schema={c: pl.String for c in columns})
+
+
+def ensemble_submissions(
+    submissions: list[pl.DataFrame],
+    cfg: VoteConfig | None = None,
+    urls: dict[str, str] | None = None,
+    names: list[str] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Vote submission tables question by question (list order = priority order).
+
+    Returns (answers, submission). A row is a blank vote when its answer_value is blank. ref_url
+    comes from ``urls`` (doc id -> url, e.g. metadata.csv) when given, else from the ref_id /
+    ref_url pairs of the inputs. Question text and answer_unit come from the first input that
+    has the question; output rows follow the first appearance of each id.
+    """
+    names = names or [f"input {i + 1}" for i in range(len(submissions))]
+    frames = []
+    questions: dict[str, dict[str, str]] = {}
+    seen_urls: dict[str, str] = {}
+    for idx, (df, name) in enumerate(zip(submissions, names)):
+        require_columns(df, ("id", "answer_value", "ref_id"), name)
+        check_ids(df, name)
+        df = df.with_columns(pl.all().cast(pl.String).fill_null(""))
+        rows = df.to_dicts()
+        for r in rows:
+            qid = r["id"].strip()
+            questions.setdefault(
+                qid, {"qid": qid, "question": r.get("question", ""), "answer_unit": r.get("answer_unit", "")}
+            )
+            ids, links = parse_ref_list(r["ref_id"]), parse_ref_list(r.get("ref_url", ""))
+            if len(ids) == len(links):
+                for d, u in zip(ids, links):
+                    seen_urls.setdefault(d, u)
+        frames.append(
+            pl.DataFrame(
+                {
+                    "qid": [r["id"].strip() for r in rows],
+                    "source_idx": [idx] * len(rows),
+                    "answer_value": [r["answer_value"] for r in rows],
+                    "ref_id": [parse_ref_list(r["ref_id"]) for r in rows],
+                    "answer": [r.get("answer", "") for r in rows],
+                    "explanation": [r.get("explanation", "") for r in rows],
+                    "is_blank": [is_blank_value(r["answer_value"]) for r in rows],
+                    "supporting_materials": [r.get("supporting_materials", "") for r in rows],
+                },
+                schema=SUBMISSION_CANDIDATES,
+            )
+        )
+    candidates = pl.concat(frames) if frames else pl.DataFrame(schema=SUBMISSION_CANDIDATES)
+    voted = vote(candidates, cfg)
+    urls = dict(urls) if urls is not None else seen_urls
+    documents = pl.DataFrame(
+        {"doc_id": list(urls), "url": list(urls.values())}, schema={"doc_id": pl.String, "url": pl.String}
+    )
+    qtable = pl.DataFrame(
+        list(questions.values()), schema={"qid": pl.String, "question": pl.String, "answer_unit": pl.String}
+    )
+    voted = voted.with_columns(
+        pl.when(pl.col("is_blank")).then(pl.lit(BLANK)).otherwise(pl.col("supporting_materials"))
+        .alias("supporting_materials")
+    )
+    answers, _ = finalize_answers(voted, qtable, documents)
+    return answers, answers_to_submission(answers, qtable)

@@ -33,6 +33,8 @@ REL_TOL = 1e-3
 ABS_TOL = 1e-3
 
 BLANK = "is_blank"
+#: the answer text of a question left blank
+BLANK_ANSWER = "Unable to answer with confidence based on the provided documents."
 UNABLE_PREFIX = "unable to answer with confidence based on the provided documents"
 # The competition's blank tokens (compared lower-cased and stripped). A model's answer_value is
 # also blank when it writes "none" or "null" (a JSON null as text): MODEL_BLANK_TOKENS, the

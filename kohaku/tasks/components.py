@@ -1,4 +1,5 @@
-"""What a run's score is made of, as the reports read it: a task's metric components.
+"""What a run's score is made of: a task's metric components, as the score stage writes them
+and the reports read them.
 
 The score stage writes the metric into ``scores.json`` (key ``metric``)::
 
@@ -10,8 +11,8 @@ per-question table ``scores.parquet``) over the rows where the boolean column ``
 (every row when ``over`` is null); when ``over`` selects no row the component is ``empty``
 (null: 0.0). The score is the sum of weight x component; weight-0 components are reported beside
 the score, not in it. A ``scores.json`` without ``metric`` (runs scored before tasks existed) is
-WattBot's: 0.75 value + 0.15 ref + 0.10 NA, NA over every question (``wattbot``) or the recall
-over the unanswerable ones, 1.0 when none (``wattbot-recall``), by its ``variant`` key.
+the metric of its ``variant`` key, as the task's room describes it (kohaku.tasks.catalog's
+``variant`` table; WattBot's for ``wattbot`` and ``wattbot-recall``, the default).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, MetricError
+from kohaku.core.errors import MetricError
+from kohaku.tasks import registry
+from kohaku.tasks.catalog import DEFAULT_VARIANT
 
 log = logging.getLogger(__name__)
-
-WATTBOT = "wattbot"
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,19 @@ class Component:
 
 @dataclass(frozen=True)
 class Metric:
-    """A task's score: its name and components (``variant``: WattBot's variant, where known)."""
+    """A task's score: its name and components (``variant``: the scorer's variant, where known).
+    A room's own description of its metric (kohaku.tasks.catalog's ``variant`` table) also says
+    how reports show it: ``title``, the registry's ``classes`` function for tables without error
+    classes, and ``class_names`` in order; none of them is part of what the metric measures."""
 
     name: str
     components: tuple[Component, ...]
     variant: str | None = None
+    title: str | None = None
+    classes: str | None = None
+    class_names: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()           # the per-question columns its classes function reads
+    classes_source: str | None = None     # where its classes are defined, as reports cite it
 
     def key(self) -> tuple:
         return tuple(c.key() for c in self.components)
@@ -91,8 +100,20 @@ class Metric:
         return list(dict.fromkeys(c.column for c in self.components))
 
     @property
-    def is_wattbot(self) -> bool:
-        return any(self.same_as(wattbot_metric(v)) for v in VARIANTS)
+    def known(self) -> Metric | None:
+        """The room's description of this metric when it is one of the catalog's variants' (the
+        same components), else None (a task's own components)."""
+        for v in registry.names("variant"):
+            described = variant_metric(v)
+            if self.same_as(described):
+                return described
+        return None
+
+    @property
+    def display(self) -> str:
+        """The metric's name as titles show it (the room's title for a known metric)."""
+        known = self.known
+        return (known.title or known.name) if known is not None else self.name
 
     def describe(self) -> str:
         """``wattbot: 0.75 value + 0.15 ref + 0.10 na``, with where a component is taken over
@@ -118,18 +139,30 @@ class Metric:
                           separators=(",", ":"))
 
 
-def wattbot_metric(variant: str | None = None) -> Metric:
-    """WattBot's metric for ``variant`` (wattbot: NA over every question; wattbot-recall: NA
-    the recall over unanswerable questions, 1.0 when there is none)."""
-    variant = variant or WATTBOT
-    if variant not in VARIANTS:
-        raise MetricError(f"unknown metric variant '{variant}'; use one of {', '.join(VARIANTS)}")
-    recall = variant == "wattbot-recall"
-    return Metric(WATTBOT, (
-        Component("value", "value_ok", WEIGHTS["value"]),
-        Component("ref", "ref_score", WEIGHTS["ref"]),
-        Component("na", "na_ok", WEIGHTS["na"], "truth_blank" if recall else None, 1.0 if recall else None),
-    ), variant)
+def variant_metric(variant: str | None = None) -> Metric:
+    """The metric of a scorer ``variant`` as its room describes it (kohaku.tasks.catalog's
+    ``variant`` table; its DEFAULT_VARIANT for None). Raises MetricError for an unknown one."""
+    variant = variant or DEFAULT_VARIANT
+    known = registry.names("variant")
+    if variant not in known:
+        raise MetricError(f"unknown metric variant '{variant}'; use one of {', '.join(known)}")
+    return registry.lookup("variant", variant, "variant")(variant)
+
+
+def known_metric(metric: Metric | None = None) -> Metric | None:
+    """The room's description of ``metric`` (the default variant's for None), or None."""
+    return (metric if metric is not None else variant_metric()).known
+
+
+def with_classes(table: Any, metric: Metric | None = None) -> Any:
+    """``table`` with the error classes of ``metric``'s room (the default variant's for None)
+    when it has none, the metric is a known one that names a classes function and ``table`` holds
+    the columns that function reads (a table scored before the error classes); else unchanged."""
+    known = known_metric(metric)
+    if ("error_class" in table.columns or known is None or not known.classes
+            or not all(c in table.columns for c in known.needs)):
+        return table
+    return registry.lookup("classes", known.classes, "classes")(table)[0]
 
 
 def _float(x: Any, where: str) -> float | None:
@@ -141,10 +174,10 @@ def _float(x: Any, where: str) -> float | None:
 
 
 def metric_from_json(data: Any, variant: str | None = None, where: str = "scores.json") -> Metric:
-    """The metric of a ``scores.json`` ``metric`` entry; WattBot's (by ``variant``) when it is
-    absent. Raises MetricError naming ``where`` for a malformed entry."""
+    """The metric of a ``scores.json`` ``metric`` entry; its ``variant``'s (variant_metric) when
+    it is absent. Raises MetricError naming ``where`` for a malformed entry."""
     if data is None:
-        return wattbot_metric(variant)
+        return variant_metric(variant)
     if isinstance(data, str):
         try:
             data = json.loads(data)
@@ -177,7 +210,7 @@ def read_scores_json(path: str | Path | None) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        log.warning("%s: cannot read (%s); its metric is taken as WattBot's", path, exc)
+        log.warning("%s: cannot read (%s); its metric is taken as WattBot's", path, exc)  # the default variant's
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -188,8 +221,8 @@ def scores_json_of(table: str | Path) -> Path:
 
 
 def metric_of(scores: dict[str, Any], variant: str | None = None, where: str = "scores.json") -> Metric:
-    """The metric of a parsed ``scores.json`` (its ``metric``, else WattBot's by its ``variant``,
-    else by ``variant``)."""
+    """The metric of a parsed ``scores.json`` (its ``metric``, else its ``variant``'s, else
+    ``variant``'s)."""
     return metric_from_json(scores.get("metric"), scores.get("variant") or variant, where)
 
 

@@ -1,0 +1,51 @@
+"""FinanceBench's named functions (listed in kohaku.tasks.catalog): amounts as a vote
+grouping and the numeric match metric (kohaku.tasks.financebench.accounting)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kohaku.core.values import format_number
+from kohaku.tasks.grouping import Grouping
+from kohaku.tasks.builtin import MetricEnv, _empty
+from kohaku.tasks.financebench.accounting import (gold_amount, normalize_text, numeric_match, parse_amount,
+                                                  question_unit, same_amount)
+from kohaku.tasks.spec import VoteSpec
+
+
+def amounts_grouping(spec: VoteSpec) -> Grouping:
+    """Amounts (``$1,577.00``, ``(1.2)``, ``2.8%``, ``USD 1.5 billion``; a bare ``3M`` is a name)
+    within ``vote.tolerance``; anything else by its normalised text (SQuAD normalisation)."""
+    def parse(raw: str) -> Any:
+        amount = parse_amount(raw)
+        return amount if amount is not None else normalize_text(raw)
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, str) or isinstance(b, str):
+            return a == b
+        return same_amount(a, b, spec.tolerance)
+
+    def render(parsed: Any, raw: str) -> str:
+        if isinstance(parsed, str):
+            return raw.strip()
+        return format_number(parsed.value) + ("%" if parsed.percent else "")
+
+    return Grouping(parse, same, render, blank_raw=_empty, blank_parsed=lambda p: p == "")
+
+
+def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
+    """1/0 on the questions whose gold answer is an amount, or starts with one
+    (kohaku.tasks.financebench.accounting.numeric_match: the gold's own precision, ``params.rel_tol`` a
+    relative tolerance on top, default 0); None (not covered) on the others. A sentence answer
+    is read for its amounts."""
+    rel_tol = float(params.get("rel_tol", 0.0))
+    out: list[float | None] = []
+    for r in rows:
+        if gold_amount(r["truth"] or "") is None:
+            out.append(None)
+        elif r["pred_blank"]:
+            out.append(0.0)
+        else:
+            unit = question_unit(r.get("question"))
+            out.append(1.0 if numeric_match(r["truth"], r["pred"] or "", rel_tol, unit) else 0.0)
+    return out
