@@ -5,7 +5,10 @@ functions count too):
   other (the registry kohaku/stages/__init__.py names them as strings);
 - library modules (everything in kohaku/ but the runner layer and the stages) import neither
   the stages, the runner layer, nor omegaconf/hydra;
-- scripts import the library (scripts/run.py, the Hydra entry point, may import the runner).
+- scripts import the library (scripts/run.py, the Hydra entry point, may import the runner);
+- no import circles among kohaku's modules, and no arrow from a lower layer to a higher one
+  (LAYERS below, the order docs/design.md draws); the generic task machinery and the reports
+  import no competition's room.
 """
 
 from __future__ import annotations
@@ -97,3 +100,140 @@ def test_the_rule_catches_a_stage_importing_another_stage(tmp_path):
 @pytest.mark.parametrize("path", sorted((REPO / "kohaku" / "stages").glob("*.py")), ids=lambda p: p.name)
 def test_stage_modules_are_thin(path):
     assert len(path.read_text().splitlines()) <= 120, f"{path.name}: move the domain code into the library"
+
+
+# -- the house: no import circles, no arrow from a lower layer up --------------------------
+
+#: kohaku's layers, lowest first (docs/design.md "Layers and the import rule"); a module belongs to
+#: the layer of the longest prefix that names it. A module may import its own layer and lower
+#: ones, never a higher one. ``tasks`` holds the generic task machinery and the competitions'
+#: rooms (kohaku/tasks/<name>/); the registry reads its table (kohaku/tasks/catalog.py:
+#: ``module:function`` strings) and imports a room only when a task names one of its functions.
+LAYERS = (
+    ("core", ("kohaku", "kohaku.core")),
+    ("llm", ("kohaku.llm",)),
+    ("ingest", ("kohaku.ingest",)),
+    ("retrieval", ("kohaku.retrieval",)),
+    ("tasks", ("kohaku.tasks",)),
+    ("answer", ("kohaku.answer",)),
+    ("report", ("kohaku.report",)),
+    ("stage contract", ("kohaku.runner.stage", "kohaku.runner.services")),
+    ("stages", ("kohaku.stages",)),
+    ("runner", ("kohaku.runner",)),
+)
+
+#: the generic task machinery and the reports: they know no competition (no room's module)
+GENERIC = ("kohaku.tasks.spec", "kohaku.tasks.registry", "kohaku.tasks.catalog", "kohaku.tasks.scoring",
+           "kohaku.tasks.io", "kohaku.tasks.judge", "kohaku.tasks.components", "kohaku.tasks.grouping",
+           "kohaku.report")
+ROOMS = ("kohaku.tasks.wattbot", "kohaku.tasks.financebench", "kohaku.tasks.squad")
+
+
+def layer_of(mod: str) -> tuple[int, str] | None:
+    best: tuple[int, int, str] | None = None
+    for rank, (name, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if within(mod, p) and (best is None or len(p) > best[0]):
+                best = (len(p), rank, name)
+    return None if best is None else (best[1], best[2])
+
+
+def import_graph(root: Path = REPO) -> dict[str, dict[str, int]]:
+    """kohaku module -> {imported kohaku module: first line}; ``from a import b`` counts ``a.b``
+    when ``a/b`` is a module, else ``a``."""
+    modules = {module_name(p, root): p for p in (root / "kohaku").rglob("*.py")}
+    graph: dict[str, dict[str, int]] = {}
+    for mod, path in sorted(modules.items()):
+        edges: dict[str, int] = {}
+        for line, name in imports(path, root):
+            target = name if name in modules else None
+            if target is None:   # an attribute of a module: the module
+                parent = name.rsplit(".", 1)[0]
+                target = parent if parent in modules else None
+            if target and target != mod:
+                edges.setdefault(target, line)
+        graph[mod] = edges
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The import circles: each strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def upward(graph: dict[str, dict[str, int]]) -> list[str]:
+    found = []
+    for mod, edges in graph.items():
+        here = layer_of(mod)
+        for target, line in edges.items():
+            there = layer_of(target)
+            if here and there and there[0] > here[0]:
+                found.append(f"{mod}:{line} imports {target}: layer {here[1]} must not import "
+                             f"the higher layer {there[1]}")
+    return found
+
+
+def test_no_import_circles():
+    assert cycles(import_graph()) == []
+
+
+def test_no_arrow_from_a_lower_layer_up():
+    assert upward(import_graph()) == []
+
+
+def test_the_generic_machinery_imports_no_competition():
+    graph = import_graph()
+    found = [f"{m}:{line} imports {t}" for m, edges in graph.items() if any(within(m, g) for g in GENERIC)
+             for t, line in edges.items() if any(within(t, r) for r in ROOMS)]
+    assert found == []
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in import_graph() if layer_of(m) is None] == []
+
+
+def test_the_house_rules_catch_a_planted_circle_and_an_upward_import(tmp_path):
+    """A copy of the library with a circle (core.errors -> core.config -> core.errors) and an
+    upward arrow (the retrieval layer importing a report module) fails both checks."""
+    for path in (REPO / "kohaku").rglob("*.py"):
+        target = tmp_path / path.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text())
+    errors = tmp_path / "kohaku" / "core" / "errors.py"
+    errors.write_text(errors.read_text() + "\n\ndef _bad():\n    from kohaku.core.config import ConfigError\n")
+    context = tmp_path / "kohaku" / "retrieval" / "context.py"
+    context.write_text(context.read_text() + "\n\ndef _up():\n    from kohaku.report import tables\n")
+    graph = import_graph(tmp_path)
+    assert ["kohaku.core.config", "kohaku.core.errors"] in cycles(graph)
+    assert any(v.startswith("kohaku.retrieval.context:") and "kohaku.report.tables" in v
+               and "layer retrieval must not import the higher layer report" in v for v in upward(graph))
