@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _load_pdf_script():
-    spec = importlib.util.spec_from_file_location("make_sample_pdf", REPO / "scripts" / "make_sample_pdf.py")
+    spec = importlib.util.spec_from_file_location("make_sample_pdf", REPO / "kohaku" / "tools" / "sample_pdf.py")
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     spec.loader.exec_module(module)

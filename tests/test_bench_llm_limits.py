@@ -14,7 +14,7 @@ import pytest
 
 from conftest import REPO
 
-spec = importlib.util.spec_from_file_location("bench_llm", REPO / "scripts" / "bench_llm.py")
+spec = importlib.util.spec_from_file_location("bench_llm", REPO / "kohaku" / "tools" / "bench_llm.py")
 bench = importlib.util.module_from_spec(spec)
 sys.modules["bench_llm"] = bench
 spec.loader.exec_module(bench)

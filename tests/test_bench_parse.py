@@ -16,7 +16,7 @@ def _bench():
     # imported by name (scripts/ on the path), so the spawned raw-rate processes can import it too
     if str(ROOT / "scripts") not in sys.path:
         sys.path.insert(0, str(ROOT / "scripts"))
-    return importlib.import_module("bench_parse")
+    return importlib.import_module("kohaku.tools.bench_parse")
 
 
 def test_bench_parse_rounds_and_workers(capsys):

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("fetch_financebench", REPO / "scripts" / "fetch_financebench.py")
+    spec = importlib.util.spec_from_file_location("fetch_financebench", REPO / "kohaku" / "tools" / "fetch_financebench.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["fetch_financebench"] = module  # dataclasses look their module up
     spec.loader.exec_module(module)

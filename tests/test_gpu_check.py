@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO, compose
 
-spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
+spec = importlib.util.spec_from_file_location("gpu_check", REPO / "kohaku" / "tools" / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(spec)
 sys.modules["gpu_check"] = gpu_check
 spec.loader.exec_module(gpu_check)

@@ -343,7 +343,7 @@ def test_eval_retrieval_metrics():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "eval_retrieval", Path(__file__).resolve().parents[1] / "scripts" / "eval_retrieval.py")
+        "eval_retrieval", Path(__file__).resolve().parents[1] / "kohaku" / "tools" / "eval_retrieval.py")
     ev = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ev)
     pat = ev.value_pattern("24")
@@ -379,7 +379,7 @@ def test_eval_retrieval_kinds_gold_rank_and_true_false_apart():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "eval_retrieval", Path(__file__).resolve().parents[1] / "scripts" / "eval_retrieval.py")
+        "eval_retrieval", Path(__file__).resolve().parents[1] / "kohaku" / "tools" / "eval_retrieval.py")
     ev = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ev)
     assert [ev.answer_kind(q, v) for q, v in [

