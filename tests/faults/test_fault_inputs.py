@@ -60,7 +60,7 @@ def test_damaged_corpus_is_recorded_and_summarised_and_good_documents_are_unchan
     assert any(i.startswith("locked2024 (pdfs/locked2024.pdf) error: encrypted") for i in
                summary["problems"]["items"])
     assert "parse: 7 documents with problems" in run_json(result.run_dir)["problems"]
-    end = [r.getMessage() for r in caplog.records if r.name == "kohaku.runner.pipeline"
+    end = [r.getMessage() for r in caplog.records if r.name == "kohaku.pipeline"
            and r.levelno == logging.WARNING]
     assert len(end) == 1 and end[0].startswith("parse: 7 documents with problems:")
     for doc_id in list(expected) + ["latin2024"]:
