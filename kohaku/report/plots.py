@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from kohaku.report.runs import component_columns, run_metrics
 from kohaku.report.significance import group_interval
 from kohaku.report.tables import _sorted_values
+from kohaku.tasks.components import variant_metric
 
 
 def components(runs: pl.DataFrame) -> list[tuple[str, str]]:
@@ -23,9 +24,10 @@ def components(runs: pl.DataFrame) -> list[tuple[str, str]]:
 
 
 def metric_name(runs: pl.DataFrame) -> str:
-    """The runs' task for titles: ``WattBot`` for WattBot's metric, else the metrics' names."""
+    """The runs' task for titles: a known metric's title (``WattBot``), else the metrics' names;
+    the default variant's title when the runs name none."""
     names = list(dict.fromkeys(m.display for m in run_metrics(runs)))
-    return " / ".join(names) or "WattBot"
+    return " / ".join(names) or variant_metric().display
 
 
 def _safe(name: str) -> str:

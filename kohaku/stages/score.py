@@ -58,7 +58,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     out_json.write_text(json.dumps(summary, indent=2, allow_nan=False))
     parts = ", ".join(f"{k} {v:.4f}" for k, v in result.components.items() if v is not None)
     ctx.log.info("score %.4f (%s; %s, n=%d)", result.score, parts,
-                 cfg.variant if result.scorer == "wattbot" else task.name, result.n)
+                 result.details.get("variant", task.name), result.n)
     figures = {k: v for k, v in result.details.items() if k in ("variant", "n_malformed_refs", "judge_invalid")}
     ctx.report(score=result.score, **result.components, **figures, task=task.name, n=result.n,
                n_missing=result.n_missing, n_extra=result.n_extra, warnings=result.warnings,
