@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
 CHEN = SAMPLE / "chen2024.pdf"
 sys.path.insert(0, str(REPO / "scripts"))
-import make_sample_pdf  # noqa: E402
+import kohaku.tools.sample_pdf as make_sample_pdf  # noqa: E402
 
 
 def _read(path, **opts):
