@@ -599,3 +599,55 @@ def test_a_block_keeps_its_title_line_once_it_holds_a_whole_paragraph():
     c = build_ctx(["d#s2.p1", "d#s2.p2.t1"], expand="none", heading="paragraphs")
     assert c.context == f"[ref_id=d] Results\nAlpha beta gamma. Delta epsilon zeta.\nHit sentence here."
     assert c.n_tokens == count_tokens(c.context)
+
+
+def test_breadth_first_places_the_lower_hits_before_widening_the_first():
+    """breadth_share: the ranked hits' windows go in first (up to that share of the budget),
+    then the first hit widens with the rest, so a hit ranked lower is not crowded out by the
+    spans of the ones above it."""
+    docs = {"d": [(f"S{i}", [("text", [f"Topic {i} sentence {j} with some filler words here."
+                                        for j in range(12)])]) for i in range(6)]}
+    view = TreeView(make_nodes(docs))
+    row = {nid: i for i, nid in enumerate(view.node_id)}
+    hits = [row[f"d#s{i}.p1.t6"] for i in range(1, 7)]
+
+    def build(breadth: float, ranked=hits):
+        cfg = RenderConfig(span_share=0.5, span_max_tokens=160, breadth_share=breadth, heading="none")
+        return ContextBuilder(view, cfg).build(ranked, 400)
+
+    def sections(ctx):
+        return [f"S{i}" for i in range(1, 7) if any(n.startswith(f"d#s{i}.") for n in ctx.node_ids)]
+
+    depth, breadth = build(0.0), build(0.5)
+    # depth first: the first two hits' spans take the budget, the last two hits are left out
+    assert sections(depth) == ["S1", "S2", "S3", "S4"] and depth.n_units == 4
+    assert sum(n.startswith("d#s2.") for n in depth.node_ids) == 11
+    # breadth first: every hit is in (its window), and the first hit is widened to its span
+    assert sections(breadth) == ["S1", "S2", "S3", "S4", "S5", "S6"] and breadth.n_units == 6
+    assert [n for n in breadth.node_ids if n.startswith("d#s2.")] == ["d#s2.p1.t5", "d#s2.p1.t6", "d#s2.p1.t7"]
+    assert sum(n.startswith("d#s1.") for n in breadth.node_ids) == 11
+    assert breadth.n_tokens <= 400 and breadth.n_tokens == count_tokens(breadth.context)
+    # a single hit is widened exactly as without it
+    assert build(0.5, hits[:1]).node_ids == build(0.0, hits[:1]).node_ids
+    with pytest.raises(ValueError, match="breadth_share"):
+        RenderConfig(breadth_share=1.5).validate()
+
+
+def test_breadth_first_unit_of_a_sentence_alone_in_its_paragraph():
+    """A hit alone in its paragraph (a one-line table row) takes its section's neighbouring
+    leaves in the breadth-first pass (its own paragraph has none), then the sentence alone
+    where those do not fit."""
+    builder = ContextBuilder(VIEW, RenderConfig(breadth_share=0.5))
+    closing = ROW["d#s2.p4.t1"]  # the section's last paragraph, one sentence
+    units = list(builder._small_units(closing))
+    assert [ids(VIEW.leaves[c][lo:hi]) for c, lo, hi in (u[0] for u in units)] == [
+        ["d#s2.p3.t3", "d#s2.p4.t1"], ["d#s2.p4.t1"]]
+    hit = ROW["d#s2.p2.t2"]  # in a paragraph of three: the window, then the sentence
+    units = list(builder._small_units(hit))
+    assert [ids(VIEW.leaves[c][lo:hi]) for c, lo, hi in (u[0] for u in units)] == [
+        ["d#s2.p2.t1", "d#s2.p2.t2", "d#s2.p2.t3"], ["d#s2.p2.t2"]]
+    # a paragraph or section hit is its leaves; expand=none gives the sentence alone
+    assert list(builder._small_units(ROW["d#s2.p3"])) == [builder._node_unit(ROW["d#s2.p3"])]
+    alone = ContextBuilder(VIEW, RenderConfig(breadth_share=0.5, expand="none"))
+    assert [ids(VIEW.leaves[c][lo:hi]) for c, lo, hi in (u[0] for u in alone._small_units(hit))] == [
+        ["d#s2.p2.t2"]]

@@ -10,7 +10,7 @@ import pytest
 
 from kohaku.retrieval.embedding import EmbedConfig, HashingEncoder, embed_nodes, encode_texts
 from kohaku.retrieval.docprior import (DocPrior, DocPriorConfig, normalise, question_priors,
-                                       question_quarters, question_years)
+                                       question_quarters, question_years, text_dates)
 from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
 from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
 
@@ -77,6 +77,32 @@ def test_quarters_and_types():
     assert docs("In its 10-Q, what did 3M report?") == ("3M_2023Q2_10Q",)
     assert docs("What did 3M's 10-K say about litigation?") == ("3M_2018_10K",)
     assert normalise("the 10-K and 8 K") == ["the", "10k", "and", "8k"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("as of August 30, 2023", {"2023-08-30"}), ("on 30 Sept. 2023", {"2023-09-30"}),
+    ("JOHNSON_JOHNSON_2023_8K_dated-2023-08-30", {"2023-08-30"}), ("Acme 8-K 2022_07_01", {"2022-07-01"}),
+    ("the 12/31/2022 balance", {"2022-12-31"}), ("May 5 2021 and Jan 2, 2020", {"2021-05-05", "2020-01-02"}),
+    ("FY2023 2023Q2 10-K", set()), ("2023-13-40", set()), ("sold 1,234 units in May 2021", set()),
+])
+def test_date_forms(text, expected):
+    assert text_dates(text) == expected
+
+
+def test_a_date_picks_the_current_report_of_that_day():
+    meta = pl.DataFrame({
+        "id": ["JJ_2023Q2_EARNINGS", "JJ_2023_8K_dated-2023-08-30", "JJ_2023_8K_dated-2023-05-04"],
+        "title": ["Johnson & Johnson 2023 Q2 Earnings", "Johnson & Johnson 2023 8-K 2023-08-30",
+                  "Johnson & Johnson 2023 8-K 2023-05-04"],
+        "company": ["Johnson & Johnson"] * 3, "doc_period": ["2023"] * 3,
+        "doc_type": ["Earnings", "8k", "8k"]})
+    prior = DocPrior(meta, DocPriorConfig())
+    assert prior.documents("What cash did JnJ realise from the Kenvue exchange, as of August 30, "
+                           "2023?") == ("JJ_2023_8K_dated-2023-08-30",)
+    assert prior.documents("JnJ news on 4 May 2023?") == ("JJ_2023_8K_dated-2023-05-04",)
+    # no date: the year's tie set; a date no document has narrows nothing
+    assert len(prior.documents("What did JnJ report in 2023?")) == 3
+    assert len(prior.documents("What did JnJ report on June 1, 2023?")) == 3
 
 
 def test_name_forms():

@@ -192,3 +192,57 @@ def test_llm_config_needs_a_model_and_a_known_mode():
               "reranker")
     with pytest.raises(ConfigError, match="reranker.kind='colbert'"):
         build(RerankerConfig, {"kind": "colbert"}, "reranker")
+
+
+# ------------------------------------------------------------- table rows with their header
+
+def test_a_table_row_reaches_the_reranker_with_its_title_and_header(tiny_cross_encoder, tmp_path):
+    """run_retrieval hands the reranker a table row as it is matched (title | column header |
+    row), prose as section + text; the tiny cross-encoder scores those passages and its order
+    is the ranking's head."""
+    import polars as pl
+
+    from kohaku.retrieval.embedding import EmbedConfig, HashingEncoder, embed_nodes, encode_texts
+    from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
+    from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
+    from test_table_rows import _filing
+
+    nodes = _filing()
+    enc = HashingEncoder(64)
+    emb = embed_nodes(nodes, enc, EmbedConfig(), None, progress=False)
+    write_index(tmp_path, nodes, emb, IndexConfig(kind="exact", levels=[3, 2], bm25=True))
+    dense, sparse, _ = load_searchers(tmp_path, nodes, None, emb)
+    question = "What was the FY2018 capital expenditure in the cash flow statement?"
+    questions = pl.DataFrame({"qid": ["q"], "question": [question], "answer_unit": ["USD millions"]})
+    queries = questions.select("qid", pl.lit(0, pl.Int64).alias("query_idx"),
+                               pl.col("question").alias("query"), pl.lit("question").alias("source"))
+    qv = encode_texts(enc, [question], "query", None, progress=False)
+
+    seen: list[tuple[str, list[str]]] = []
+    model = CrossEncoderReranker(RerankerConfig(kind="cross_encoder", model=str(tiny_cross_encoder),
+                                                device="cpu"))
+
+    class Recording:
+        def score(self, items):
+            seen.extend((q, list(p)) for q, p in items)
+            return model.score(items)
+
+    cfg = RetrieveConfig(top_k=8, attempts=1, max_context_tokens=300)
+    out = run_retrieval(queries, nodes, qv, dense, sparse, cfg, progress=False, questions=questions,
+                        vectors=emb["vector"].rechunk().to_numpy(), reranker=Recording(), rerank_top_n=30)
+    (q, passages), = seen
+    assert q == question
+    ppe = next(p for p in passages if "Purchases of property" in p)
+    assert ppe == ("CONSOLIDATED STATEMENTS OF CASH FLOWS (in millions) | Year Ended December 31, "
+                   "2018 2017 2016 | Purchases of property, plant and equipment (PP&E) (1,577) (1,373) (1,420)")
+    prose = next(p for p in passages if "Capital expenditures were" in p)
+    assert prose.startswith("MANAGEMENT'S DISCUSSION AND ANALYSIS\nCapital expenditures were")
+    # the head of the ranking is the model's order of what it read (pages first may only move
+    # a table page's second row behind the other pages' first ones)
+    scores = dict(zip(passages, model.score([(question, passages)])[0]))
+    assert len(set(round(s, 6) for s in scores.values())) > 1
+    ranking = out["ranking"].filter(pl.col("qid") == "q")["node_id"].to_list()
+    assert ranking[0] in {n for n in nodes["node_id"].to_list()}
+    best = max(scores, key=scores.get)
+    top_text = nodes.filter(pl.col("node_id") == ranking[0])["text"][0]
+    assert best.endswith(top_text)

@@ -19,9 +19,10 @@ restricted to (``retrieve.doc_prior``; kohaku.retrieval.retrieve reuses the
    names; none -> all the named documents stay (a year the corpus lacks narrows nothing). A
    question naming several years keeps the latest of them that a named document has
    (``latest_year``: a filing compares its year with the earlier ones).
-3. Quarters ("Q2 2023", "2023Q2", "second quarter") and document types (``type_fields``, e.g.
-   doc_type: "10-K", "10-Q", "8-K"; other type values as whole words, e.g. "earnings") narrow
-   the same way, each only when it leaves a document.
+3. Quarters ("Q2 2023", "2023Q2", "second quarter"), calendar dates ("as of August 30, 2023"
+   against a title or id holding 2023-08-30: a current report's date) and document types
+   (``type_fields``, e.g. doc_type: "10-K", "10-Q", "8-K"; other type values as whole words,
+   e.g. "earnings") narrow the same way, each only when it leaves a document.
 
 The result is one document (unambiguous) or a tie set (a company named without a year: all that
 company's filings), searched together. ``max_docs`` caps the set: a question naming more
@@ -57,6 +58,14 @@ _QUARTER = [
 ]
 _ORDINAL_Q = re.compile(r"\b(first|second|third|fourth)\s+(?:fiscal\s+)?quarter\b", re.I)
 _ORDINALS = {"first": "1", "second": "2", "third": "3", "fourth": "4"}
+# calendar dates, as YYYY-MM-DD: 2023-08-30 (also _ / .), 08/30/2023, August 30, 2023, 30 Aug 2023
+_MONTH = (r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+          r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_MONTHS = {m: i for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), 1)}
+_ISO_DATE = re.compile(r"(?<![0-9])((?:19|20)\d{2})[-_./](\d{1,2})[-_./](\d{1,2})(?![0-9])")
+_US_DATE = re.compile(r"(?<![0-9/])(\d{1,2})/(\d{1,2})/((?:19|20)\d{2})(?![0-9])")
+_MDY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+((?:19|20)\d{{2}})(?![0-9])", re.I)
+_DMY = re.compile(rf"(?<![0-9])(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH},?\s+((?:19|20)\d{{2}})(?![0-9])", re.I)
 STOPWORDS = frozenset(
     "a an the of and or in on for to by with from at as is are was were be what which who how "
     "much many did does do its it this that these those company companys report".split())
@@ -128,6 +137,22 @@ def question_quarters(text: str) -> set[str]:
     return quarters
 
 
+def text_dates(text: str) -> set[str]:
+    """The calendar dates a text names, as YYYY-MM-DD ("as of August 30, 2023", a title's
+    "8-K 2023-08-30", "dated-2023-08-30"); impossible month or day values are skipped."""
+    found: set[tuple[int, int, int]] = set()
+    text = text or ""
+    for y, m, d in _ISO_DATE.findall(text):
+        found.add((int(y), int(m), int(d)))
+    for m, d, y in _US_DATE.findall(text):
+        found.add((int(y), int(m), int(d)))
+    for name, d, y in _MDY.findall(text):
+        found.add((int(y), _MONTHS[name[:3].lower()], int(d)))
+    for d, name, y in _DMY.findall(text):
+        found.add((int(y), _MONTHS[name[:3].lower()], int(d)))
+    return {f"{y:04d}-{m:02d}-{d:02d}" for y, m, d in found if 1 <= m <= 12 and 1 <= d <= 31}
+
+
 def _contains(tokens: Sequence[str], name: Sequence[str]) -> bool:
     n = len(name)
     if not n or n > len(tokens):
@@ -146,6 +171,7 @@ class _Doc:
     quarters: set[str]
     types: set[str]
     title: list[str]
+    dates: set[str] = field(default_factory=set)
 
 
 class DocPrior:
@@ -196,7 +222,9 @@ class DocPrior:
                                            value, re.I))
             types = {"".join(normalise(v)) for v in values(row, cfg.type_fields)}
             title = normalise(" ".join(values(row, ["title"])))
-            self.docs.append(_Doc(row["_id"], names, acronyms, years, quarters, {t for t in types if t}, title))
+            dates = set().union(*(text_dates(v) for v in values(row, cfg.quarter_fields)))
+            self.docs.append(_Doc(row["_id"], names, acronyms, years, quarters, {t for t in types if t},
+                                  title, dates))
         self._bm25 = _TitleBM25([d.title for d in self.docs]) if cfg.title_bm25 else None
 
     def documents(self, question: str) -> tuple[str, ...] | None:
@@ -215,6 +243,8 @@ class DocPrior:
             named = _narrow(named, lambda d: latest in d.years)
         quarters = question_quarters(question)
         named = _narrow(named, lambda d: bool(d.quarters & quarters)) if quarters else named
+        dates = text_dates(question)
+        named = _narrow(named, lambda d: bool(d.dates & dates)) if dates else named
         tokset = set(tokens)
         named = _narrow(named, lambda d: bool(d.types & tokset))
         if self.cfg.max_docs and len(named) > self.cfg.max_docs:

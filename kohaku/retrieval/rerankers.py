@@ -13,7 +13,9 @@ LLM pass per question costs more than the answer. For users who have them:
 
 :func:`rerank_rows` re-sorts the first ``top_n`` rows of each ranking by the model's score
 (ties, and rows the model could not score, keep their order after the scored ones' ties) and
-leaves the rest in place. A passage is the node's text, with its section title in front.
+leaves the rest in place. A passage is the node's text, with its section title in front; a
+table row reads after its table's title and column header, as it is matched
+(kohaku.retrieval.retrieve.passage_text).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from kohaku.retrieval.rerankers import Reranker, RerankerConfig, rerank_rows
 from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
 from kohaku.retrieval.gold import parse_doc_list
 from kohaku.retrieval.pages import MODES as PAGE_MODES, pages_first
-from kohaku.ingest.tree.rows import is_row
+from kohaku.ingest.tree.rows import is_row, row_prefixes
 from kohaku.retrieval.search import ExactSearcher, load_searchers, read_meta
 from kohaku.ingest.tree.model import TreeView
 
@@ -336,10 +336,16 @@ def question_texts(queries: pl.DataFrame, questions: pl.DataFrame | None) -> dic
     return text
 
 
-def passage_text(view: TreeView, row: int, max_chars: int) -> str:
-    """What a reranker reads for a node: its section title and its text, cut to ``max_chars``."""
-    section = view.section[row].strip()
+def passage_text(view: TreeView, row: int, max_chars: int, prefix: str = "") -> str:
+    """What a reranker reads for a node: its section title and its text, cut to ``max_chars``;
+    a table row reads as it is matched, after its ``prefix`` (kohaku.ingest.tree.rows.row_prefixes:
+    the table's title and column header, ``"CONSOLIDATED STATEMENTS OF CASH FLOWS | Year Ended
+    December 31, 2018 2017 | Purchases of property ..."``), so the model sees the statement and
+    the years a bare row of figures leaves out."""
     text = view.full_text(row).strip()
+    if prefix:
+        return f"{prefix}{text}"[:max_chars]
+    section = view.section[row].strip()
     if section and not text.startswith(section):
         text = f"{section}\n{text}"
     return text[:max_chars]
@@ -431,8 +437,10 @@ def run_retrieval(
                                   vectors)
         clock.lap("evidence")
     if reranker is not None:
+        prefixes = row_prefixes(view.nodes)  # table rows read with their title and header
         by_key = rerank_rows(by_key, {k: texts.get(k[0], "") for k in by_key},
-                             lambda r: passage_text(view, r, rerank_chars), reranker, rerank_top_n)
+                             lambda r: passage_text(view, r, rerank_chars, prefixes[r]), reranker,
+                             rerank_top_n)
         clock.lap("rerank")
     if cfg.pages != "none":
         kinds = (view.nodes["block_kind"].cast(pl.String).fill_null("").to_list()
