@@ -241,3 +241,18 @@ def test_the_house_rules_catch_a_planted_circle_and_an_upward_import(tmp_path):
     assert ["kohaku.core.config", "kohaku.core.errors"] in cycles(graph)
     assert any(v.startswith("kohaku.retrieval.context:") and "kohaku.report.tables" in v
                and "layer retrieval must not import the higher layer report" in v for v in upward(graph))
+
+
+@pytest.mark.parametrize("rel", ["kohaku/tasks/catalog.py", "kohaku/tasks/spec.py"])
+def test_catalog_and_spec_name_no_room(rel):
+    """The catalog finds the rooms (the subpackages of kohaku/tasks/) and reads their tables;
+    the spec's defaults are the default task's (its room's DEFAULTS): neither names a room."""
+    text = (REPO / rel).read_text().lower()
+    assert not [r for r in ROOMS if r.rsplit(".", 1)[1] in text]
+
+
+def test_catalog_reads_every_room():
+    from kohaku.tasks import catalog
+
+    assert sorted(catalog.rooms()) == sorted(r.rsplit(".", 1)[1] for r in ROOMS)
+    assert sum(1 for r in catalog.rooms() if getattr(catalog._room(r), "DEFAULTS", None)) == 1

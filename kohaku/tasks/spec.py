@@ -9,12 +9,12 @@ competition by name (lm-evaluation-harness's task YAML is the model). Its parts:
   is the value that is voted and scored and which holds the cited documents, the prompt
   templates per order, abstention (``allowed`` with its blank tokens, or ``never``) and what
   makes a sample blank.
-- ``vote``: how samples are grouped (a named grouping: ``wattbot``, ``amounts``, ``text``,
-  ``name``) and whether the submission keeps the winner's surface form.
-- ``submission``: the writer (``wattbot``, or ``columns``: output column -> answer field) and
-  its cell formats.
+- ``vote``: how samples are grouped (a named grouping: the default task's, ``amounts``,
+  ``text``, ``name``) and whether the submission keeps the winner's surface form.
+- ``submission``: the writer (the default task's competition CSV, or ``columns``: output
+  column -> answer field) and its cell formats.
 - ``solutions``: where the answers are in the solutions file, for scoring.
-- ``score``: the scorer (``wattbot``: the competition's metric, exactly; ``components``: a
+- ``score``: the scorer (the default task's: its competition's metric, exactly; ``components``: a
   weighted sum of named metrics, each over the questions it covers) and the error classes.
 - ``gold``: gold evidence for retrieval evaluation (documents; document + page; text).
 - ``answer.kinds`` (optional): a questions column names each question's kind (number, boolean,
@@ -24,7 +24,9 @@ competition by name (lm-evaluation-harness's task YAML is the model). Its parts:
   A task without kinds behaves as before (:mod:`kohaku.tasks.kinds`).
 
 Named functions are resolved through :mod:`kohaku.tasks.registry`; a task YAML alone defines a
-competition that needs no new code. This module is library code: no Hydra.
+competition that needs no new code. The defaults below are the default task's names
+(:func:`kohaku.tasks.catalog.default_names`, read from its room). This module is library code:
+no Hydra.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from kohaku.core.config import ConfigError, build
 from kohaku.llm.prompts import check_template
 from kohaku.retrieval.gold import GoldSpec
 from kohaku.core.values import MODEL_BLANK_TOKENS
+from kohaku.tasks.catalog import default_names
 
 FORMATS = ("csv", "jsonl")
 FIELD_TYPES = ("text", "number", "list", "choice", "refs")
@@ -45,6 +48,9 @@ REFERENCES = ("doc", "doc_page")
 KIND_TYPES = ("number", "boolean", "name", "names", "date", "text")
 LIST_FORMATS = ("python", "json", "semicolon")
 WRITERS_WITH_COLUMNS = ("columns", "json")
+#: the default task's names (its room's DEFAULTS): the task name and the functions a task that
+#: names none takes
+DEFAULT = default_names()
 # Placeholders every answer prompt may use; a task adds its questions.fields.
 BASE_PROMPT_FIELDS = ("context", "question", "qid")
 # ... and, with answer.kinds, the question's kind and its instruction
@@ -220,14 +226,14 @@ class AnswerSpec:
 
 @dataclass
 class VoteSpec:
-    group: str = "wattbot"            # wattbot | amounts | text | name | package.module:function
+    group: str = DEFAULT["group"]     # the default task's | amounts | text | name | package.module:function
     tolerance: float = 0.001          # relative tolerance of numbers (amounts)
     keep_surface: bool = False        # submit the winner as written (else its canonical form)
 
 
 @dataclass
 class SubmissionSpec:
-    writer: str = "wattbot"           # wattbot (the competition's CSV) | columns | module:function
+    writer: str = DEFAULT["writer"]   # the default task's (its competition's CSV) | columns | json | module:function
     # columns writer: output column -> source: qid, question, value, answer, explanation, refs,
     # ref_pages, agreement, any answer field or question column
     columns: dict[str, str] = field(default_factory=dict)
@@ -301,10 +307,10 @@ class MetricSpec:
 
 @dataclass
 class ScoreSpec:
-    scorer: str = "wattbot"           # wattbot (score.variant picks the variant) | components
+    scorer: str = DEFAULT["scorer"]   # the default task's (score.variant picks the variant) | components
     metrics: list[dict[str, Any]] = field(default_factory=list)   # components scorer: MetricSpec each
     correct: str | None = None        # component whose value >= 0.5 makes a question correct (classes)
-    classes: str = "wattbot"          # error classes: wattbot | generic | module:function
+    classes: str = DEFAULT["classes"] # error classes: the default task's | generic | module:function
     # components scorer: how the competition combines per-question values (mean: each component
     # the mean over its questions; sum: the total of its points) and prints the figures
     combine: str = "mean"             # mean | sum
@@ -338,7 +344,7 @@ class ScoreSpec:
 
 @dataclass
 class Task:
-    name: str = "wattbot"
+    name: str = DEFAULT["name"]
     questions: QuestionsSpec = field(default_factory=QuestionsSpec)
     answer: AnswerSpec = field(default_factory=AnswerSpec)
     vote: VoteSpec = field(default_factory=VoteSpec)

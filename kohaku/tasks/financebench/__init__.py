@@ -1,1 +1,12 @@
-"""FinanceBench: amounts (parsing, units, numeric match) (the task's room)."""
+"""FinanceBench: amounts (parsing, units, numeric match) (the task's room).
+
+:data:`FUNCTIONS` is the room's table of named functions (kind -> name -> ``module:function``),
+read by :mod:`kohaku.tasks.catalog`.
+"""
+
+_F = "kohaku.tasks.financebench.functions"
+
+FUNCTIONS: dict[str, dict[str, str]] = {
+    "group": {"amounts": f"{_F}:amounts_grouping"},
+    "metric": {"numeric_match": f"{_F}:numeric_match_metric"},
+}

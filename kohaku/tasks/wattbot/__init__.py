@@ -1,1 +1,25 @@
-"""WattBot 2025: its metric, submission format and error classes (the task's room)."""
+"""WattBot 2025: its metric, submission format and error classes (the task's room).
+
+:data:`FUNCTIONS` is the room's table of named functions (kind -> name -> ``module:function``),
+read by :mod:`kohaku.tasks.catalog`; :data:`DEFAULTS` says this room's task is kohaku's default
+task (``conf/config.yaml``'s ``task``): the names :mod:`kohaku.tasks.spec`'s defaults take.
+"""
+
+_F = "kohaku.tasks.wattbot.functions"
+
+FUNCTIONS: dict[str, dict[str, str]] = {
+    "group": {"wattbot": f"{_F}:wattbot_grouping"},
+    "writer": {"wattbot": f"{_F}:wattbot_writer"},
+    "metric": {"doc_jaccard": f"{_F}:doc_jaccard_metric"},
+    "classes": {"wattbot": f"{_F}:wattbot_classes"},
+    "scorer": {"wattbot": f"{_F}:wattbot_scorer"},
+    "columns": {"wattbot": f"{_F}:wattbot_columns"},
+    "frames": {"wattbot": f"{_F}:wattbot_frames", "wattbot-recall": f"{_F}:wattbot_frames"},
+    "variant": {"wattbot": f"{_F}:wattbot_metric", "wattbot-recall": f"{_F}:wattbot_metric"},
+}
+
+#: the default task's names: the task's name and the function of each kind a task (or a
+#: scores.json) that names none takes (kohaku.tasks.spec's dataclass defaults, the score
+#: stage's default variant)
+DEFAULTS: dict[str, str] = {"name": "wattbot", "group": "wattbot", "writer": "wattbot",
+                            "scorer": "wattbot", "classes": "wattbot", "variant": "wattbot"}
