@@ -1,9 +1,9 @@
-"""Ensembles of submission files: the WattBot CSV's (:func:`ensemble_submissions`,
-``scripts/ensemble.py``) and any task's (:func:`ensemble_task`, ``scripts/ensemble.py --task``).
+"""Ensembles of submission files: the default task's CSV (:func:`ensemble_submissions`,
+``scripts/ensemble.py``; the table its writer's room names, kohaku.tasks.catalog's ``table``) and any task's (:func:`ensemble_task`, ``scripts/ensemble.py --task``).
 
 Each input is a submission in the task's format (``task.submission``: its columns, list format
 and blank cell). Per question the inputs vote with the task's grouping (``task.vote.group``:
-amounts, names, text, WattBot's canonical values, or your own), abstention-aware as the
+amounts, names, text, the default task's canonical values, or your own), abstention-aware as the
 pipeline's vote (kohaku.answer.voting.vote): a cell is a blank vote when it is empty or the task's
 blank cell, and, for a task that lets a model abstain (``answer.abstention: allowed``), one of
 its ``answer.blank_values``; for a task that never abstains a not-answerable token such as
@@ -27,8 +27,7 @@ from kohaku.core.values import BLANK, is_blank_value
 from kohaku.tasks import registry
 from kohaku.tasks.builtin import _list_cell, is_blank_answer
 from kohaku.tasks.scoring import submission_columns
-from kohaku.tasks.spec import Task
-from kohaku.tasks.wattbot.submission import answers_to_submission
+from kohaku.tasks.spec import DEFAULT, Task
 
 
 def _source_column(task: Task, source: str) -> str | None:
@@ -51,8 +50,8 @@ def ensemble_task(frames: list[pl.DataFrame], task: Task, cfg: VoteConfig | None
                   names: list[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(answers, submission) voted from ``frames`` (the task's submission files, in priority
     order). Errors name the input and the column it lacks."""
-    if task.submission.writer == "wattbot":
-        raise ConfigError("the wattbot writer's submissions are ensembled by "
+    if task.submission.writer in registry.names("table"):
+        raise ConfigError(f"the {task.submission.writer} writer's submissions are ensembled by "
                           "kohaku.answer.ensemble.ensemble_submissions (scripts/ensemble.py without --task)")
     names = names or [f"input {i + 1}" for i in range(len(frames))]
     id_col, value_col = submission_columns(task)
@@ -100,8 +99,11 @@ def ensemble_submissions(
     cfg: VoteConfig | None = None,
     urls: dict[str, str] | None = None,
     names: list[str] | None = None,
+    writer: str = DEFAULT["writer"],
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Vote submission tables question by question (list order = priority order).
+    """Vote submission tables question by question (list order = priority order), submissions
+    in the CSV of ``writer`` (a fixed-format writer: kohaku.tasks.catalog's ``table``; the
+    default task's).
 
     Returns (answers, submission). A row is a blank vote when its answer_value is blank. ref_url
     comes from ``urls`` (doc id -> url, e.g. metadata.csv) when given, else from the ref_id /
@@ -155,4 +157,5 @@ def ensemble_submissions(
         .alias("supporting_materials")
     )
     answers, _ = finalize_answers(voted, qtable, documents)
-    return answers, answers_to_submission(answers, qtable)
+    table = registry.lookup("table", writer, "writer")
+    return answers, table(answers, qtable)

@@ -16,10 +16,16 @@ Kinds and signatures (kohaku.tasks.builtin's docstring has the details):
 
 - group:   ``fn(spec: VoteSpec) -> Grouping``
 - writer:  ``fn(answers, questions, spec: SubmissionSpec, path) -> DataFrame``
+- table:   ``fn(answers, questions) -> DataFrame``: a fixed-format writer's submission table, not
+  written (the ensemble of that format's submissions, kohaku.answer.ensemble)
 - metric:  ``fn(rows, params, env) -> list[float | None]`` (or one number at ``level: set``)
 - classes: ``fn(table) -> (table with error classes, summary)``
 - scorer:  ``fn(task, solutions, submission, variant, subset, strict, backend, cache) -> TaskScore``
 - columns: ``fn(task) -> (id column, value column)`` of a writer whose columns are fixed
+- layout:  ``fn(task) -> kohaku.tasks.check.Layout``: a fixed-format writer's columns for the
+  perturbed submissions of ``scripts/check_scorer.py``
+- rows:    ``fn(task, solutions, submission, variant) -> {qid: {component: value, score}}``: a
+  competition scorer's per-question components, for ``scripts/check_scorer.py``
 - frames:  ``fn(solutions, submission, variant, names) -> classified per-question table``: a
   submission table scored with a variant's metric (compare's sources without a task)
 - variant: ``fn(variant) -> Metric``: the metric of a ``scores.json`` that names only a variant
@@ -38,6 +44,7 @@ _BUILTIN = "kohaku.tasks.builtin"
 GENERIC: dict[str, dict[str, str]] = {
     "group": {"name": f"{_BUILTIN}:name_grouping"},
     "writer": {"columns": f"{_BUILTIN}:columns_writer", "json": f"{_BUILTIN}:json_writer"},
+    "table": {},
     "metric": {
         "llm_judge": f"{_BUILTIN}:llm_judge_metric",
         "page_prf": f"{_BUILTIN}:page_prf_metric",
@@ -47,6 +54,8 @@ GENERIC: dict[str, dict[str, str]] = {
     "classes": {"generic": f"{_BUILTIN}:generic_classes"},
     "scorer": {"components": "kohaku.tasks.scoring:score_components"},
     "columns": {},
+    "layout": {},
+    "rows": {},
     "frames": {},
     "variant": {},
 }

@@ -4,8 +4,9 @@ The competition's scorer is a command that reads a solutions file and a submissi
 (``{solutions}`` and ``{submission}`` in the command are replaced by their paths) and prints
 per-question scores as CSV on stdout: a header line starting with ``id,`` and one line per
 question; every other line before the header is ignored. A column named like one of kohaku's
-per-question components (WattBot: ``value``, ``ref``, ``na``; a components task: its metric
-names) is compared with it; a column ``score`` with kohaku's weighted per-question total.
+per-question components (a components task: its metric names; a competition's own scorer: the
+components its room's ``rows`` function gives) is compared with it; a column ``score`` with
+kohaku's weighted per-question total.
 
 The submissions compared are real ones and perturbations of the gold (:func:`perturbations`):
 the gold itself, numbers off by 0.5 % and by 5 %, a unit or magnitude written into the number,
@@ -28,13 +29,13 @@ from typing import Any, Callable
 import polars as pl
 
 from kohaku.core.config import ConfigError
-from kohaku.tasks.wattbot.metric import WEIGHTS, score_files
+from kohaku.tasks import registry
+from kohaku.tasks.catalog import DEFAULT_VARIANT
 from kohaku.tasks.io import read_rows
 from kohaku.tasks.scoring import score_submission
 from kohaku.tasks.spec import Task
 
 TOL = 1e-9
-WATTBOT_COLUMNS = ("id", "answer_value", "answer_unit", "ref_id", "explanation")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -85,26 +86,43 @@ class Check:
     disagree: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _columns(task: Task) -> tuple[str, str, str | None]:
-    """(id, value, refs) columns of the task's submission."""
-    if task.submission.writer == "wattbot":
-        return "id", "answer_value", "ref_id"
+@dataclass
+class Layout:
+    """A submission's columns as the perturbations write them: every column in order, the id,
+    value and refs columns, the not-answerable token, the cell of a column the gold lacks, and
+    (``blank_refs``) the refs cell of a row whose value is the token (None: the gold's refs).
+    A fixed-format writer's room gives its own (kohaku.tasks.catalog's ``layout``)."""
+    columns: list[str]
+    id: str
+    value: str
+    refs: str | None
+    blank: str
+    filler: str = ""
+    blank_refs: str | None = None
+
+
+def _layout(task: Task) -> Layout:
+    """The layout of the task's submission: its writer's room's, else the task's columns."""
+    if task.submission.writer in registry.names("layout"):
+        return registry.lookup("layout", task.submission.writer, "task.submission.writer")(task)
     from kohaku.tasks.scoring import submission_columns
 
     id_col, value_col = submission_columns(task)
     refs_col = next((c for c, s in task.submission.columns.items() if s == "refs"), None)
-    return id_col, value_col, refs_col
+    return Layout(list(task.submission.columns), id_col, value_col, refs_col, task.submission.blank)
 
 
 def perturbations(task: Task, solutions: Path) -> dict[str, pl.DataFrame]:
     """Submissions made from the gold, one per perturbation (module doc), in the task's columns:
     the id, the value (perturbed), the refs from the gold's refs; other submission columns from
-    the solutions' column of that name, else empty (``x`` for WattBot's explanation)."""
+    the solutions' column of that name, else the layout's filler (empty unless the writer's room
+    says otherwise)."""
     sol = read_rows(solutions, task.solutions.format, "solutions", skip_blank_lines=True)
-    id_col, value_col, refs_col = _columns(task)
+    layout = _layout(task)
+    id_col, value_col, refs_col = layout.id, layout.value, layout.refs
     spec = task.solutions
-    out_cols = list(WATTBOT_COLUMNS) if task.submission.writer == "wattbot" else list(task.submission.columns)
-    token = task.submission.blank if task.submission.writer != "wattbot" else "is_blank"
+    out_cols = list(layout.columns)
+    token = layout.blank
     if task.score.scorer == "components":
         tokens = [str(m.params.get("token")) for m in task.score.metric_specs if m.params.get("token")]
         token = tokens[0] if tokens else token
@@ -122,26 +140,22 @@ def perturbations(task: Task, solutions: Path) -> dict[str, pl.DataFrame]:
                     row[c] = fn(gold, gold.strip().lower() in blanks, token)
                 elif c == refs_col and spec.refs:
                     row[c] = s.get(spec.refs) or ""
-                else:   # WattBot refuses an empty explanation; other tasks get an empty cell
-                    row[c] = s.get(c) or ("x" if task.submission.writer == "wattbot" else "")
-            if task.submission.writer == "wattbot" and name == "na_swapped":
-                row["ref_id"] = "is_blank" if row["answer_value"] == token else row["ref_id"]
+                else:   # a writer that refuses an empty cell gives a filler
+                    row[c] = s.get(c) or layout.filler
+            if layout.blank_refs is not None and refs_col and name == "na_swapped":
+                row[refs_col] = layout.blank_refs if row[value_col] == token else row[refs_col]
             rows.append(row)
         out[name] = pl.DataFrame(rows, schema={c: pl.String for c in out_cols})
     return out
 
 
-def kohaku_rows(task: Task, solutions: Path, submission: Path, variant: str = "wattbot") -> dict[str, dict[str, float]]:
+def kohaku_rows(task: Task, solutions: Path, submission: Path,
+                variant: str = DEFAULT_VARIANT) -> dict[str, dict[str, float]]:
     """kohaku's per-question components ({qid: {component: value}}) and ``score``, the
-    weighted per-question total."""
-    if task.score.scorer == "wattbot":
-        r = score_files(solutions, submission, variant, subset=True)
-        out = {}
-        for t in r.table.to_dicts():
-            comp = {"value": float(t["value_ok"]), "ref": float(t["ref_score"]), "na": float(t["na_ok"])}
-            comp["score"] = sum(WEIGHTS[k] * comp[k] for k in WEIGHTS)
-            out[t["qid"]] = comp
-        return out
+    weighted per-question total (a competition's own scorer: its room's ``rows`` function)."""
+    if task.score.scorer in registry.names("rows"):
+        rows = registry.lookup("rows", task.score.scorer, "task.score.scorer")
+        return rows(task, solutions, submission, variant)
     result = score_submission(task, solutions, submission, subset=True)
     weights = {m.name: m.weight for m in task.score.metric_specs if m.level == "question"}
     out = {}
@@ -207,7 +221,7 @@ def write_submission(df: pl.DataFrame, path: Path) -> Path:
 
 
 def check_submissions(task: Task, solutions: Path, command: str, submissions: list[Path], out_dir: Path,
-                      variant: str = "wattbot") -> list[Check]:
+                      variant: str = DEFAULT_VARIANT) -> list[Check]:
     """Every real submission and every perturbation of the gold, scored both ways."""
     checks = []
     sources = [(str(p), Path(p)) for p in submissions]

@@ -30,7 +30,7 @@ The classes, tried in this order (the first that applies wins):
      reading brings within 10 % (``2.8%`` vs ``0.029``; ``$1577.00`` in millions vs
      ``$1.6 billion``) is close, not a slip of scale (no single reading can be both);
    - ``scale``: off by a power of ten (x10^k, k ≠ 0, within 5 %:
-     :func:`kohaku.tasks.wattbot.diagnosis.scale_factor`, its power-of-ten answers only, not its unit
+     :func:`kohaku.tasks.slips.scale_factor`, its power-of-ten answers only, not its unit
      factors; ``x1e3`` in the detail), the values compared as written (``$1577.00`` vs
      ``1577000``: ``x1e3``);
    - ``wrong_number`` otherwise.
@@ -50,8 +50,8 @@ from typing import Any
 
 import polars as pl
 
-from kohaku.tasks.wattbot.diagnosis import NEAR_TOL, scale_factor, with_class_columns
-from kohaku.tasks.wattbot.diagnosis import class_counts as diagnosis_counts
+from kohaku.tasks.slips import NEAR_TOL, scale_factor, with_class_columns
+from kohaku.tasks.slips import class_counts as slips_counts
 from kohaku.tasks.financebench.accounting import Amount, numeric_match, parse_amount, readings
 from kohaku.core.values import is_blank_value
 
@@ -129,7 +129,7 @@ def classify(table: pl.DataFrame) -> pl.DataFrame:
 
 def class_counts(classes: list[str]) -> dict[str, int]:
     """Count per class, every class present (0 when none), in :data:`CLASSES` order."""
-    return diagnosis_counts(classes, CLASSES)
+    return slips_counts(classes, CLASSES)
 
 
 def error_summary(table: pl.DataFrame) -> dict[str, Any]:

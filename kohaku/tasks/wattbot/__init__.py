@@ -10,10 +10,13 @@ _F = "kohaku.tasks.wattbot.functions"
 FUNCTIONS: dict[str, dict[str, str]] = {
     "group": {"wattbot": f"{_F}:wattbot_grouping"},
     "writer": {"wattbot": f"{_F}:wattbot_writer"},
+    "table": {"wattbot": f"{_F}:wattbot_table"},
     "metric": {"doc_jaccard": f"{_F}:doc_jaccard_metric"},
     "classes": {"wattbot": f"{_F}:wattbot_classes"},
     "scorer": {"wattbot": f"{_F}:wattbot_scorer"},
     "columns": {"wattbot": f"{_F}:wattbot_columns"},
+    "layout": {"wattbot": f"{_F}:wattbot_layout"},
+    "rows": {"wattbot": f"{_F}:wattbot_rows"},
     "frames": {"wattbot": f"{_F}:wattbot_frames", "wattbot-recall": f"{_F}:wattbot_frames"},
     "variant": {"wattbot": f"{_F}:wattbot_metric", "wattbot-recall": f"{_F}:wattbot_metric"},
 }

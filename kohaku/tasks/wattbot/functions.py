@@ -11,6 +11,7 @@ import polars as pl
 
 from kohaku.core.errors import MetricError
 from kohaku.tasks.builtin import MetricEnv, _cell
+from kohaku.tasks.check import Layout
 from kohaku.tasks.components import Component, Metric
 from kohaku.tasks.grouping import CANONICAL_GROUPING, Grouping
 from kohaku.tasks.scoring import TaskScore, task_classes
@@ -33,6 +34,12 @@ def wattbot_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submiss
     sub = answers_to_submission(answers, questions)
     write_submission(sub, path)
     return sub
+
+
+def wattbot_table(answers: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    """The WattBot CSV's table (kohaku.tasks.wattbot.submission), not written: what the ensemble
+    of WattBot submissions writes (kohaku.answer.ensemble.ensemble_submissions)."""
+    return answers_to_submission(answers, questions)
 
 
 def doc_jaccard_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
@@ -101,3 +108,23 @@ def wattbot_frames(solutions: pl.DataFrame, submission: pl.DataFrame, variant: s
 def wattbot_columns(task: Task) -> tuple[str, str]:
     """(id column, value column) of the WattBot CSV."""
     return "id", "answer_value"
+
+
+def wattbot_layout(task: Task) -> Layout:
+    """The WattBot CSV's columns for the perturbations of the gold (kohaku.tasks.check): the
+    competition refuses an empty explanation (``x``), and a row given ``is_blank`` cites
+    ``is_blank``."""
+    return Layout(["id", "answer_value", "answer_unit", "ref_id", "explanation"], "id", "answer_value",
+                  "ref_id", "is_blank", filler="x", blank_refs="is_blank")
+
+
+def wattbot_rows(task: Task, solutions: Path, submission: Path, variant: str) -> dict[str, dict[str, float]]:
+    """The competition metric's per-question components (``value``, ``ref``, ``na``) and
+    ``score``, their weighted total, of a submission (kohaku.tasks.check)."""
+    r = score_files(solutions, submission, variant, subset=True)
+    out = {}
+    for t in r.table.to_dicts():
+        comp = {"value": float(t["value_ok"]), "ref": float(t["ref_score"]), "na": float(t["na_ok"])}
+        comp["score"] = sum(WEIGHTS[k] * comp[k] for k in WEIGHTS)
+        out[t["qid"]] = comp
+    return out
