@@ -33,7 +33,7 @@ from kohaku.tasks.components import (Metric, class_order, describe_metrics, know
 
 log = logging.getLogger(__name__)
 
-#: the per-question columns of the default variant's table (WattBot's)
+#: the per-question columns of the default variant's table (the default task's)
 REQUIRED = variant_metric().needs
 
 
@@ -44,7 +44,7 @@ class CompareError(MetricError):
 @dataclass
 class Config:
     """One configuration: its name, the per-question tables of its runs (seeds), the metric
-    they were scored with (None: WattBot's, by the variant :func:`score_matrix` is given) and the
+    they were scored with (None: the default task's, by the variant :func:`score_matrix` is given) and the
     error classes their scores.json lists (their order in the tables; [] when unknown)."""
 
     name: str
@@ -82,7 +82,7 @@ def submission_of(source: str | Path) -> Path:
 
 def score_source(solutions: pl.DataFrame, source: str | Path, variant: str, solutions_name: str = "solutions") -> pl.DataFrame:
     """The classified per-question table of one source scored against ``solutions`` with
-    WattBot's metric (missing questions count as wrong; the subset is chosen later, over all
+    the metric of ``variant`` (missing questions count as wrong; the subset is chosen later, over all
     sources)."""
     sub = submission_of(source)
     known = registry.names("frames")
@@ -92,12 +92,12 @@ def score_source(solutions: pl.DataFrame, source: str | Path, variant: str, solu
 
 def read_run(source: str | Path, variant: str | None = None) -> Scored:
     """A run dir's own per-question table (``scores.parquet``, written by the score stage) and
-    its metric (``scores.json``'s ``metric``; WattBot's by its ``variant``, else ``variant``,
+    its metric (``scores.json``'s ``metric``; else that of its ``variant``, else ``variant``,
     for runs scored before tasks)."""
     path = Path(source)
     if path.is_file():
         raise CompareError(f"{path}: a submission CSV is scored against --solutions (with --task for a "
-                           "task other than WattBot); without --solutions pass run dirs")
+                           "task other than the default task); without --solutions pass run dirs")
     table_path = path / "scores.parquet"
     if not table_path.is_file():
         submission_of(path)  # a sweep dir or no run: its own message
@@ -164,7 +164,7 @@ def _collapse(table: pl.DataFrame, where: str, metric: Metric) -> pl.DataFrame:
 
 def common_metric(configs: list[Config], metric: str | Metric | None = None) -> Metric:
     """The metric every configuration was scored with (a configuration without one: ``metric``,
-    a Metric or WattBot's variant name); CompareError when they differ."""
+    a Metric or a variant name); CompareError when they differ."""
     default = metric if isinstance(metric, Metric) else None
     metrics = [c.metric or default or variant_metric(metric if isinstance(metric, str) else None)
                for c in configs]
@@ -189,8 +189,8 @@ def score_matrix(configs: list[Config], variant: str | Metric | None = None, sub
     questions every run answered (not ``missing``). Each question's components are averaged
     over a configuration's runs (a masked component: its masked values, and the mask itself where
     the runs' masks differ); ``seed_scores`` holds each run's own score on those questions.
-    ``variant``: the metric of configurations that name none (WattBot's variant name or a Metric;
-    default WattBot's ``wattbot``). Raises CompareError for configurations whose metrics differ.
+    ``variant``: the metric of configurations that name none (a variant name or a Metric;
+    default the default task's variant). Raises CompareError for configurations whose metrics differ.
     """
     if not configs or not all(c.tables for c in configs):
         raise CompareError("nothing to compare: every configuration needs at least one scored run")
@@ -261,7 +261,7 @@ def score_matrix(configs: list[Config], variant: str | Metric | None = None, sub
                        components=parts, metric=metric)
 
 
-# The per-question table's columns flips show: WattBot's names, then the task tables' names.
+# The per-question table's columns flips show: the variant tables' names, then the task tables' names.
 TRUTH = ("truth_value", "truth")
 TRUTH_REF = ("truth_ref", "truth_refs")
 PRED = ("pred_value", "pred")
@@ -314,7 +314,7 @@ def _classified(config: Config, t: pl.DataFrame) -> pl.DataFrame | None:
 
 def class_names(configs: list[Config]) -> list[str]:
     """The error classes to show for these configurations, in order: the classes their
-    scores.json lists (WattBot's kohaku.tasks.wattbot.diagnosis classes for WattBot tables without one), then
+    scores.json lists (else the classes of its metric as the metric's room describes it), then
     any other class their tables hold, in order of appearance."""
     order: list[str] = []
     for c in configs:

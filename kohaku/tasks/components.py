@@ -12,7 +12,7 @@ per-question table ``scores.parquet``) over the rows where the boolean column ``
 (null: 0.0). The score is the sum of weight x component; weight-0 components are reported beside
 the score, not in it. A ``scores.json`` without ``metric`` (runs scored before tasks existed) is
 the metric of its ``variant`` key, as the task's room describes it (kohaku.tasks.catalog's
-``variant`` table; WattBot's for ``wattbot`` and ``wattbot-recall``, the default).
+``variant`` table; the default task's room's when it names none).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class Metric:
         return (known.title or known.name) if known is not None else self.name
 
     def describe(self) -> str:
-        """``wattbot: 0.75 value + 0.15 ref + 0.10 na``, with where a component is taken over
+        """``<name>: 0.75 value + 0.15 ref + 0.10 na``, with where a component is taken over
         some questions only and the weight-0 components listed beside."""
         def part(c: Component) -> str:
             s = f"{c.weight:.2f} {c.name}"
@@ -210,7 +210,7 @@ def read_scores_json(path: str | Path | None) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        log.warning("%s: cannot read (%s); its metric is taken as WattBot's", path, exc)  # the default variant's
+        log.warning("%s: cannot read (%s); its metric is taken as the default variant's", path, exc)
         return {}
     return data if isinstance(data, dict) else {}
 
