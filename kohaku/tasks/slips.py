@@ -1,20 +1,42 @@
 """Helpers any task's error classes use (:mod:`kohaku.tasks.classes`, a room's own classes):
-the slip of scale between a submitted number and the truth (a power of ten or a common unit
+the kind of an answer value (:func:`answer_kind`), the slip of scale between a submitted number and the truth (a power of ten or a common unit
 factor), and the class columns and counts of a classified per-question table.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import polars as pl
+
+from kohaku.core.values import canonical
 
 SCALE_TOL = 0.05
 NEAR_TOL = 0.10
 # Unit slips that are no power of ten: (factor, what it usually is).
 UNIT_FACTORS = ((60.0, "min/h, s/min"), (3600.0, "s/h"), (24.0, "h/day"), (8.0, "bits/bytes"),
                 (1024.0, "KiB/MiB"), (3.6, "kWh/MJ"), (2.20462, "kg/lb"), (1.60934, "km/mile"))
+
+
+_WS = re.compile(r"\s+")
+
+
+def answer_kind(question: str | None, value: str | None) -> str:
+    """number | name | list | bool (a True/False question) | blank (unanswerable) of a truth."""
+    v = _WS.sub(" ", str(value or "")).strip()
+    if not v or canonical(v).kind == "blank":
+        return "blank"
+    if (question or "").strip().lower().startswith("true or false"):
+        return "bool"
+    if v.startswith("["):
+        return "list"
+    try:
+        float(v.replace(",", ""))
+        return "number"
+    except ValueError:
+        return "name"
 
 
 def _close(x: float, y: float, tol: float) -> bool:

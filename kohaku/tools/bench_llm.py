@@ -65,16 +65,15 @@ from kohaku.core.config import build  # noqa: E402
 from kohaku.llm import ChatRequest, load_backend  # noqa: E402
 from kohaku.answer.answering import InferConfig, answer_schema, build_messages, first_json_object, templates  # noqa: E402
 from kohaku.tasks import load_task  # noqa: E402
+from kohaku.tools.defaults import TASK as DEFAULT_TASK, corpus_root  # noqa: E402
 
-WATTBOT_TASK = load_task("wattbot")   # the prompts and answer schema the benchmark sends
-
-WATTBOT = REPO.parent / "shared" / "data" / "wattbot"
+TASK = load_task(DEFAULT_TASK)   # the prompts and answer schema the benchmark sends (the default task's)
 
 
 def corpus_passages() -> list[tuple[str, str]]:
-    """(doc_id, paragraph text) pairs from the WattBot corpus, or filler text."""
+    """(doc_id, paragraph text) pairs from the default task's corpus, or filler text."""
     out = []
-    folder = WATTBOT / "corpus"
+    folder = corpus_root() / "corpus"
     for path in sorted(folder.glob("*.json"))[:12] if folder.is_dir() else []:
         doc = json.loads(path.read_text())
         for sec in doc.get("sections", []):
@@ -91,7 +90,7 @@ def corpus_passages() -> list[tuple[str, str]]:
 
 
 def questions(n: int) -> list[tuple[str, str]]:
-    path = WATTBOT / "test_Q.csv"
+    path = corpus_root() / "test_Q.csv"
     rows = []
     if path.is_file():
         with open(path, newline="", encoding="utf-8-sig") as f:
@@ -118,11 +117,11 @@ def make_requests(backend, cfg: InferConfig, n: int, context_tokens: int, offset
             doc_ids.append(doc)
             used += t
             j += 1
-        msgs = build_messages(templates(cfg, WATTBOT_TASK.answer), {"context": "\n---\n".join(blocks),
+        msgs = build_messages(templates(cfg, TASK.answer), {"context": "\n---\n".join(blocks),
                                                                "question": question, "answer_unit": unit,
                                                                "qid": f"b{i}"})
         reqs.append(ChatRequest(messages=msgs, n=1, temperature=0.0, max_tokens=cfg.max_tokens,
-                                seed=0, json_schema=answer_schema(doc_ids, cfg, WATTBOT_TASK.answer)))
+                                seed=0, json_schema=answer_schema(doc_ids, cfg, TASK.answer)))
     return reqs
 
 

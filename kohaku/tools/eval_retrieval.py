@@ -68,7 +68,8 @@ import polars as pl
 
 REPO = Path(__file__).resolve().parents[2]
 
-from kohaku.tasks.wattbot.diagnosis import answer_kind  # noqa: E402
+from kohaku.tasks.slips import answer_kind  # noqa: E402
+from kohaku.tools.defaults import corpus_root  # noqa: E402
 from kohaku.report.tables import print_and_save  # noqa: E402
 
 log = logging.getLogger("eval_retrieval")
@@ -597,8 +598,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("solutions_csv", nargs="?", help="solutions CSV (id, answer_value, ref_id)")
     p.add_argument("--nodes", type=Path, help="tree nodes.parquet (when PATH is an artifact folder)")
     p.add_argument("--attempt", type=int, default=0)
-    p.add_argument("--compare", action="store_true", help="hier vs flat on the WattBot public questions")
-    p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "wattbot"))
+    p.add_argument("--compare", action="store_true", help="hier vs flat on the default task's public questions")
+    p.add_argument("--data", default=str(corpus_root()),
+                   help="the corpus folder (default: the default task's corpus, %(default)s)")
     p.add_argument("--questions", default="test_Q.csv")
     p.add_argument("--solutions", default="solutions_public.csv")
     p.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000, 4000])

@@ -51,10 +51,10 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[2]
 
 from kohaku.core.errors import KohakuError  # noqa: E402
+from kohaku.tasks.catalog import DEFAULT_VARIANT  # noqa: E402
+from kohaku.tools.defaults import EXPERIMENT, TASK, corpus_root  # noqa: E402  (the default task's)
 
-EXPERIMENT = "kohaku_wattbot"
 DEFAULT_LLM = "vllm_qwen2_5_7b"
-DEFAULT_CORPUS_ROOT = REPO.parent / "shared" / "data" / "wattbot"   # conf/corpus/wattbot.yaml's root
 STAGES = ("parse", "questions", "tree", "embed", "index", "plan", "retrieve", "infer", "vote", "score")
 ENGINE_READY = re.compile(r"vLLM engine for .* ready in ([0-9.]+) s")
 # KohakuRAG's local-model fork, one question at a time (Qwen2.5-7B, 1 sample, 282 test questions)
@@ -76,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
                    help="extra key=value overrides for the run (not llm.model, cache.dir, hydra.run.dir)")
     p.add_argument("--llm", default=DEFAULT_LLM, help=f"llm config (conf/llm/NAME.yaml; default {DEFAULT_LLM})")
     p.add_argument("--corpus-root", type=Path, default=None,
-                   help=f"the WattBot corpus folder (default {DEFAULT_CORPUS_ROOT})")
+                   help=f"the default task's corpus folder (default {corpus_root()})")
     p.add_argument("--compare-sequential", action="store_true",
                    help="also time one-question-at-a-time answering with the same model")
     p.add_argument("--sequential-questions", type=int, default=None, metavar="N",
@@ -116,10 +116,10 @@ def check_inputs(args: argparse.Namespace) -> None:
                          f"folder (gpu_check fetches nothing from a hub)")
     if not (REPO / "conf" / "llm" / f"{args.llm}.yaml").is_file():
         raise CheckError(f"--llm {args.llm}: no conf/llm/{args.llm}.yaml")
-    root = args.corpus_root or DEFAULT_CORPUS_ROOT
+    root = args.corpus_root or corpus_root()
     for name in ("test_Q.csv", "solutions_public.csv", "metadata.csv"):
         if not (root / name).is_file():
-            raise CheckError(f"corpus root {root} has no {name} (--corpus-root: the WattBot corpus folder)")
+            raise CheckError(f"corpus root {root} has no {name} (--corpus-root: the default task's corpus folder)")
     if args.out is not None and args.out.exists() and any(args.out.iterdir()):
         raise CheckError(f"--out {args.out} is not empty: the check needs a fresh cache")
 
@@ -306,7 +306,7 @@ def format_report(report: dict[str, Any]) -> str:
     if seq and seq.get("peak_gpu_mib"):
         lines[-1] += "; sequential: " + ", ".join(f"GPU{i} {m:,} MiB" for i, m in enumerate(seq["peak_gpu_mib"]))
     score = b.get("score")
-    lines.append(f"score: {score:.4f} ({b.get('score_variant') or 'wattbot'}, public split, "
+    lines.append(f"score: {score:.4f} ({b.get('score_variant') or DEFAULT_VARIANT}, public split, "
                  f"{b.get('scored')} questions scored)" if score is not None else "score: -")
     if seq:
         bt, st = throughput(b["infer"]), throughput(seq)
@@ -366,7 +366,7 @@ def run_sequential(run: dict[str, Any], limit: int | None) -> dict[str, Any]:
             backend.generate([ChatRequest(messages=[{"role": "user", "content": "Say OK."}], max_tokens=2)])
             started = time.perf_counter() - t0
             t1 = time.perf_counter()
-            task = build_task(config["task"]) if "task" in config else load_task("wattbot")
+            task = build_task(config["task"]) if "task" in config else load_task(TASK)
             _, summary = run_infer(questions, contexts, backend, cfg, task.answer, task.questions.fields, cache=None)
             wall = time.perf_counter() - t1
     finally:

@@ -38,9 +38,11 @@ log = logging.getLogger("mutation")
 
 REPO = Path(__file__).resolve().parents[2]
 
+from kohaku.tools.defaults import METRIC_FILE, METRIC_MODULE  # noqa: E402
+
 # module name -> (file to mutate, its fast test files)
 MODULES: dict[str, tuple[str, list[str]]] = {
-    "metrics": ("kohaku/tasks/wattbot/metric.py", ["tests/test_metrics.py"]),
+    "metrics": (METRIC_FILE, ["tests/test_metrics.py"]),   # the default task's competition metric
     "values": ("kohaku/core/values.py", ["tests/test_values.py"]),
     "voting": ("kohaku/answer/voting.py", ["tests/test_vote.py"]),
     "rerank": ("kohaku/retrieval/rerank.py", ["tests/test_rerank.py"]),
@@ -50,7 +52,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                                           "tests/test_segment_layout.py"]),
 }
 
-PRELOAD = ["pytest", "numpy", "polars", "pyarrow", "torch", "hypothesis", "yaml", "omegaconf", "hydra", "kohaku.runner.pipeline", "kohaku.stages", "kohaku.answer.voting", "kohaku.tasks.wattbot.metric", "kohaku.retrieval.retrieve", "kohaku.core.artifacts", "kohaku.ingest.text.segment"]
+PRELOAD = ["pytest", "numpy", "polars", "pyarrow", "torch", "hypothesis", "yaml", "omegaconf", "hydra", "kohaku.runner.pipeline", "kohaku.stages", "kohaku.answer.voting", METRIC_MODULE, "kohaku.retrieval.retrieve", "kohaku.core.artifacts", "kohaku.ingest.text.segment"]
 
 LOG_CALL = r"^\s*(log|logger)\.(debug|info|warning|error|exception)\("
 

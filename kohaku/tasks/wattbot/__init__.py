@@ -23,6 +23,10 @@ FUNCTIONS: dict[str, dict[str, str]] = {
 
 #: the default task's names: the task's name and the function of each kind a task (or a
 #: scores.json) that names none takes (kohaku.tasks.spec's dataclass defaults, the score
-#: stage's default variant)
+#: stage's default variant); for the commands that benchmark or check the default task
+#: (kohaku.tools.defaults): its corpus config (conf/corpus/), its experiment (conf/experiment/)
+#: and the module of its competition metric
 DEFAULTS: dict[str, str] = {"name": "wattbot", "group": "wattbot", "writer": "wattbot",
-                            "scorer": "wattbot", "classes": "wattbot", "variant": "wattbot"}
+                            "scorer": "wattbot", "classes": "wattbot", "variant": "wattbot",
+                            "corpus": "wattbot", "experiment": "kohaku_wattbot",
+                            "metric_module": "kohaku.tasks.wattbot.metric"}

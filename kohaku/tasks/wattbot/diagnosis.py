@@ -47,7 +47,8 @@ import polars as pl
 
 from kohaku.tasks.wattbot.metric import EVIDENCE_FLAGS, listish
 from kohaku.core.values import canonical, format_number, same
-from kohaku.tasks.slips import NEAR_TOL, SCALE_TOL, UNIT_FACTORS, scale_factor, with_class_columns  # noqa: F401
+from kohaku.tasks.slips import (NEAR_TOL, SCALE_TOL, UNIT_FACTORS, answer_kind, scale_factor,  # noqa: F401
+                                with_class_columns)
 from kohaku.tasks.slips import class_counts as _class_counts
 
 CLASSES = (
@@ -67,25 +68,6 @@ ERROR_CLASSES = CLASSES[1:]
 KINDS = ("number", "name", "list", "bool", "blank")
 # The evidence columns the issue asks splits by (is_NA is the blank kind already).
 SPLIT_FLAGS = tuple(f for f in EVIDENCE_FLAGS if f != "is_NA")
-
-_WS = re.compile(r"\s+")
-
-
-def answer_kind(question: str | None, value: str | None) -> str:
-    """number | name | list | bool (a True/False question) | blank (unanswerable) of a truth."""
-    v = _WS.sub(" ", str(value or "")).strip()
-    if not v or canonical(v).kind == "blank":
-        return "blank"
-    if (question or "").strip().lower().startswith("true or false"):
-        return "bool"
-    if v.startswith("["):
-        return "list"
-    try:
-        float(v.replace(",", ""))
-        return "number"
-    except ValueError:
-        return "name"
-
 
 def _wrong_number(truth: float, pred: str) -> tuple[str, str]:
     c = canonical(pred)
