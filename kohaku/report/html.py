@@ -477,7 +477,7 @@ def sweep_data(runs_dir: str | Path, runs: pl.DataFrame, board: pl.DataFrame, sw
             metric = metric_from_json(board["metric"].drop_nulls()[0])
             component_cols = [c.name if c.name in board.columns else f"component:{c.name}" for c in metric.components
                               if c.name in board.columns or f"component:{c.name}" in board.columns]
-        except Exception:  # noqa: BLE001 - the board keeps its WattBot columns
+        except Exception:  # noqa: BLE001 - the board keeps its default-variant columns
             metric = None
     rows = []
     for r in board.to_dicts():

@@ -22,7 +22,7 @@ from kohaku.tasks.components import Metric, metric_from_json, metric_of, read_sc
 
 log = logging.getLogger(__name__)
 
-SCORE_FIELDS = ("score", "value", "ref", "na")  # WattBot's; other tasks': component_columns()
+SCORE_FIELDS = ("score", "value", "ref", "na")  # the default variant's; other tasks': component_columns()
 INFER_FIELDS = ("model_calls", "prompt_tokens", "completion_tokens")
 # Row fields a component column must not shadow (such a component gets 'component:<name>').
 BASE_FIELDS = ("run_id", "run_path", "status", "error", "seconds", "score", "variant", "metric", "scores_table",

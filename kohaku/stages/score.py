@@ -1,5 +1,5 @@
 """score stage: the vote stage's submission against ``corpus.solutions`` with the task's metric
-(kohaku.tasks.scoring: WattBot's exact metric, or a task's weighted components, an LLM judge
+(kohaku.tasks.scoring: a competition's exact metric from its room, or a task's weighted components, an LLM judge
 among them through the generation cache).
 
 Writes the per-question table ``scores`` (with each question's error class) and

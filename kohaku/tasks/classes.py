@@ -1,4 +1,4 @@
-"""Why a run loses on a non-WattBot task: every question in exactly one error class.
+"""Why a run loses on a task with the generic error classes: every question in exactly one error class.
 
 Input: a per-question table with the columns ``qid``, ``truth`` (str), ``pred`` (str or null),
 ``correct`` (bool: the task's primary judgement: exact match, numeric match, the judge, ...),

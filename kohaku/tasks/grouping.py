@@ -27,6 +27,6 @@ class Grouping:
 
 
 #: canonical forms (kohaku.core.values: "1,000" = "1000.0" = "1e3"), written canonically; the
-#: vote's default (WattBot's ``vote.group``)
+#: vote's default (the default task's ``vote.group``)
 CANONICAL_GROUPING = Grouping(parse=canonical, same=same, render=lambda c, raw: render(c),
                             blank_raw=is_blank_value, blank_parsed=lambda c: c.kind == "blank")

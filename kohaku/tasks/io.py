@@ -82,7 +82,7 @@ def read_questions(path: str | Path, spec: QuestionsSpec | None = None,
     """The questions file as ``qid``, ``question``, the task's prompt fields, then the other
     columns, all strings. The id, question and field columns must exist (the error names the
     file and the task key); ids must be unique and questions non-empty (the error names the row).
-    ``spec`` None: the default ``QuestionsSpec`` (a WattBot questions CSV: qid from ``id``,
+    ``spec`` None: the default ``QuestionsSpec`` (the default task's questions CSV: qid from ``id``,
     question, answer_unit). Encoding problems are logged and appended to ``warnings``."""
     path = Path(path)
     spec = spec or QuestionsSpec()

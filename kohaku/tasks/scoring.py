@@ -1,8 +1,8 @@
 """Scoring a submission with its task's metric.
 
 The task's ``score.scorer`` names the scorer (kohaku.tasks.catalog's ``scorer`` table, or
-``module:function``): a competition's own (WattBot's exact metric lives in its room,
-kohaku/tasks/wattbot/), or
+``module:function``): a competition's own (its exact metric lives in its room,
+kohaku/tasks/<name>/), or
 
 - ``components``: a weighted sum of named metrics (``task.score.metrics``), each the mean over
   the questions it covers (a metric returns None for a question it does not cover: numeric
@@ -63,7 +63,7 @@ class TaskScore:
 class ScoreConfig:
     """The ``score`` config group."""
 
-    variant: str = DEFAULT_VARIANT  # a scorer variant (kohaku.tasks.catalog): wattbot (competition file) | wattbot-recall (UI fork scorer)
+    variant: str = DEFAULT_VARIANT  # a scorer variant (kohaku.tasks.catalog's variant table); the default task's by default
     subset: bool = False  # score only questions present in the submission (question subsets)
     # the LLM judge's model (a task metric llm_judge): an llm config such as
     # {name: judge, backend: openai, model: ...}; null: the run's llm
@@ -122,7 +122,7 @@ def round_score(x: float, digits: int, how: str = "half_up") -> float:
 def submission_columns(task: Task) -> tuple[str, str]:
     """(id column, value column) of the task's submission CSV."""
     spec = task.submission
-    if spec.writer in registry.names("columns"):   # a writer with its own columns (WattBot's CSV)
+    if spec.writer in registry.names("columns"):   # a writer with its own columns (a room's fixed CSV)
         return registry.lookup("columns", spec.writer, "task.submission.writer")(task)
     by_source = {source: column for column, source in spec.columns.items()}
     value = by_source.get("value") or by_source.get(task.answer.value)
@@ -259,7 +259,7 @@ def score_submission(task: Task, solutions: str | Path, submission: str | Path, 
                      variant: str | None = None, subset: bool = False, strict: bool = False,
                      backend: Callable[[], Any] | None = None, cache: Any = None) -> TaskScore:
     """Score ``submission`` against ``solutions`` with ``task``'s scorer (``score.scorer``).
-    ``variant`` and ``strict`` apply to scorers with variants (WattBot's; None: its default);
+    ``variant`` and ``strict`` apply to scorers with variants (a room's; None: the default variant);
     ``backend`` (a function that loads the LLM) and ``cache`` (a generation cache) serve metrics
     that need a model (the LLM judge)."""
     solutions, submission = Path(solutions), Path(submission)
