@@ -17,12 +17,14 @@ nodes' windows (or the node itself, when it is no sentence) until that share of 
 used, then a second pass in rank order widens them to their full units with the rest. A long
 report's answer is often a hit ranked sixth to twentieth; one pass of 400-token spans fills
 2,000 tokens with the first five (FinanceBench's filings: page recall 0.787 -> 0.827 with the
-right filing; WattBot's papers: evidence recall 0.871 -> 0.881; docs/design.md). Leaves are grouped into one *block* per section (the
-document's child on the leaf's path): a block is rendered once, with one ``[ref_id=...]`` header,
-its leaves in document order, whole paragraphs as their own text, adjacent paragraphs on separate
-lines, and " … " marking left-out text. Tree dedup is set union: a unit adds only its leaves not
-yet in the context (a paragraph hit after a window of its sentences completes the paragraph in
-place), so no text appears twice. A block keeps the position of its section's first unit.
+right filing; WattBot's papers: evidence recall 0.871 -> 0.881; docs/design.md).
+
+Leaves are grouped into one *block* per section (the document's child on the leaf's path): a
+block is rendered once, with one ``[ref_id=...]`` header, its leaves in document order, whole
+paragraphs as their own text, adjacent paragraphs on separate lines, and " … " marking left-out
+text. Tree dedup is set union: a unit adds only its leaves not yet in the context (a paragraph
+hit after a window of its sentences completes the paragraph in place), so no text appears twice.
+A block keeps the position of its section's first unit.
 
 A unit that would push the context over the token budget falls back to smaller ones (span or
 paragraph -> sentence window -> the sentence); if none fits it is skipped and later, shorter units
@@ -61,7 +63,7 @@ class RenderConfig:
     # grown budget) holds more units rather than longer ones
     span_max_tokens: int = 400
     # breadth first: before any hit is widened, the ranked hits are placed as their windows
-    # (expand=window's unit) until breadth_share of the budget is used; then a second pass
+    # (ContextBuilder._small_units) until breadth_share of the budget is used; then a second pass
     # widens them in rank order with the rest (0: off, one pass of full units)
     breadth_share: float = 0.5
     # section title line on: paragraphs (blocks holding a whole paragraph) | all | none

@@ -84,6 +84,7 @@ class DocPriorConfig:
     # metadata columns holding the document type (10k, 10-Q, 8k, Earnings)
     type_fields: list[str] = field(default_factory=lambda: ["doc_type"])
     # metadata columns (besides the year fields) that may hold a quarter (2023Q2, "2023 Q2")
+    # or a calendar date (a current report's "2023-08-30")
     quarter_fields: list[str] = field(default_factory=lambda: ["title", "doc_period", "id"])
     # entity columns whose short forms also count: an upper-case word of 3+ letters matched
     # case-sensitively ("MGM" of "MGM Resorts") and the initials of a name of 3+ words or with

@@ -421,9 +421,7 @@ class EvidenceScorer:
             row_terms[r] = frozenset(terms(view.text[r]))
         for c in sorted({c for c in context_of if has_children[c]}):
             row_terms[c] = frozenset().union(*(row_terms[k] for k in view.children[c].tolist()))
-        from kohaku.ingest.tree.rows import row_prefixes
-
-        header_terms = [frozenset(terms(prefix)) if prefix else frozenset() for prefix in row_prefixes(view.nodes)]
+        header_terms = [frozenset(terms(prefix)) if prefix else frozenset() for prefix in view.row_prefixes]
         return cls(view.text, view.doc_id, context_of, leaves, vectors, titles, view.section,
                    view.leaves_of, neighbours, row_terms, header_terms)
 

@@ -32,7 +32,7 @@ from kohaku.retrieval.rerankers import Reranker, RerankerConfig, rerank_rows
 from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
 from kohaku.retrieval.gold import parse_doc_list
 from kohaku.retrieval.pages import MODES as PAGE_MODES, pages_first
-from kohaku.ingest.tree.rows import is_row, row_prefixes
+from kohaku.ingest.tree.rows import is_row
 from kohaku.retrieval.search import ExactSearcher, load_searchers, read_meta
 from kohaku.ingest.tree.model import TreeView
 
@@ -437,7 +437,7 @@ def run_retrieval(
                                   vectors)
         clock.lap("evidence")
     if reranker is not None:
-        prefixes = row_prefixes(view.nodes)  # table rows read with their title and header
+        prefixes = view.row_prefixes  # table rows read with their title and header
         by_key = rerank_rows(by_key, {k: texts.get(k[0], "") for k in by_key},
                              lambda r: passage_text(view, r, rerank_chars, prefixes[r]), reranker,
                              rerank_top_n)

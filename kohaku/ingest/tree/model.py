@@ -11,6 +11,7 @@ builder walks (children in order, the leaves of every section in document order)
 
 from __future__ import annotations
 
+from functools import cached_property
 from itertools import accumulate
 
 import numpy as np
@@ -105,6 +106,14 @@ class TreeView:
     """Array view of the ``nodes`` table: parents, children in order, and the leaves of every
     section in document order (``leaves[c]``; node ``r`` covers ``leaves[container[r]][first[r]:
     last[r]]``)."""
+
+    @cached_property
+    def row_prefixes(self) -> list[str]:
+        """Each node's table-row prefix (kohaku.ingest.tree.rows.row_prefixes), computed once
+        for the evidence scorer and the reranker that both read it."""
+        from kohaku.ingest.tree.rows import row_prefixes
+
+        return row_prefixes(self.nodes)
 
     def __init__(self, nodes: pl.DataFrame) -> None:
         self.nodes = nodes
