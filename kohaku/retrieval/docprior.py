@@ -252,6 +252,24 @@ class DocPrior:
             return None
         return tuple(d.doc_id for d in named)
 
+    def named_words(self, question: str, doc_ids: Iterable[str]) -> set[str]:
+        """The words of ``question`` that name one of ``doc_ids`` (its entity values and short
+        forms, as :meth:`documents` matches them: "American Express", "AMEX", "3M", "JnJ"),
+        lower-cased; years are never among them. Once the search is restricted to those
+        documents these words pick no page (kohaku/retrieval/focus.py)."""
+        tokens = normalise(question)
+        raw = set(re.findall(r"[A-Za-z0-9]+", _APOS.sub("", question or "")))
+        wanted = set(doc_ids)
+        out: set[str] = set()
+        for d in self.docs:
+            if d.doc_id not in wanted:
+                continue
+            for name in d.names:
+                if _contains(tokens, name):
+                    out.update(t for t in name if not t.isdigit())
+            out.update(a.lower() for a in d.acronyms & raw)
+        return out
+
     def _title_fallback(self, tokens: list[str]) -> str | None:
         if self._bm25 is None:
             return None

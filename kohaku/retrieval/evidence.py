@@ -37,7 +37,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+import polars as pl
 
+from kohaku.ingest.tree.rows import is_row
+from kohaku.retrieval.focus import question_focus
 from kohaku.retrieval.planning import STOP_WORDS
 from kohaku.retrieval.lexicon import LEXICONS, expansions
 
@@ -79,6 +82,28 @@ class EvidenceConfig:
     # paragraph's terms): rows and sentences no search returned; 0 = off
     doc_leaves: int = 3
     doc_leaf_share: float = 0.3
+    # counts in prose: a number followed by the thing the question counts ("How many patents"
+    # -> "1,247 patents", "number of employees" -> "about 350 employees"; count_aliases)
+    count_weight: float = 1.0
+    # the question's focus (kohaku/retrieval/focus.py): the terms that occur only in its
+    # answer-format instructions ("If there is no mention, return False", "Answer in USD
+    # millions") count this much of their idf (0: left out; 1: as the others)
+    instruction_weight: float = 0.0
+    # ... and the words that name the documents the search is restricted to (the company of a
+    # filing, by retrieve.doc_prior or retrieve.restrict_column) this much, in the terms and
+    # as distinctive tokens: they pick the report, not the page (1: as the others)
+    named_weight: float = 0.0
+    # a heading prior within the document: the idf share of the question's terms in the title
+    # of the node's own section ("Acquisitions", "Employees", "Legal proceedings"), as the
+    # document prior matches names across documents; 0 = off (the context feature counts the
+    # title among the paragraph's terms)
+    heading_weight: float = 0.0
+    # pages as units: each pooled node gains page_weight * its page's support, the sum of
+    # 1 / (page_k + rank) over the *other* pooled nodes of its page ranked by the score above
+    # (a page discussing the asked topic in several passages before a page naming it once);
+    # 0 = off
+    page_weight: float = 0.0
+    page_k: float = 6.0
     # keep the nodes ranked past the pool after it (false: the context is filled from the
     # rescored pool alone, which is faster and, with pool 300, as good on WattBot)
     keep_tail: bool = False
@@ -90,6 +115,9 @@ class EvidenceConfig:
             raise ValueError(f"evidence.pool={self.pool}: use 0 (off) or a number of ranked nodes")
         if self.rank_scale <= 0:
             raise ValueError(f"evidence.rank_scale={self.rank_scale}: must be > 0")
+        if not (0.0 <= self.instruction_weight <= 1.0 and 0.0 <= self.named_weight <= 1.0):
+            raise ValueError(f"evidence.instruction_weight={self.instruction_weight} and "
+                             f"named_weight={self.named_weight}: use a factor in [0, 1]")
 
     @property
     def enabled(self) -> bool:
@@ -254,6 +282,44 @@ def has_unit_number(text: str, aliases: frozenset[str], followers: frozenset[str
     return not aliases.isdisjoint(follow)
 
 
+# "how many <noun>", "number of <noun>", "count of <noun>", "<noun> count": the thing counted
+_COUNT = re.compile(r"\bhow\s+many\s+((?:[a-z][a-z\-]*\s+){0,2}?[a-z][a-z\-]*)"
+                    r"(?=\s+(?:did|does|do|has|have|had|is|are|was|were|will|would|can|could|in|at|"
+                    r"of|on|for|does|by|across|worldwide|globally|were)\b|\s*[?,.;]|\s*$)"
+                    r"|\b(?:number|count|total\s+number|headcount)\s+of\s+((?:[a-z][a-z\-]*\s+){0,2}?[a-z][a-z\-]*)"
+                    r"(?=\s+(?:did|does|do|has|have|had|is|are|was|were|will|in|at|of|on|for|by|"
+                    r"that|which|who|employed|held|granted)\b|\s*[?,.;]|\s*$)")
+
+
+def count_aliases(question: str) -> frozenset[str]:
+    """The thing a question counts ("How many patents does X hold?", "the number of full-time
+    employees", "How many healthcare professionals ..."), as the words that may follow its number
+    in prose ("1,247 patents", "about 48 healthcare professionals"): the noun phrase, its last
+    word and their singular forms; empty when it counts nothing. A count in a sentence then
+    scores (``count_weight``) as a table row's figure under its header does through the
+    context terms."""
+    out: set[str] = set()
+    for m in _COUNT.finditer(fold(question)):
+        phrase = (m.group(1) or m.group(2) or "").strip()
+        ws = [w for w in phrase.split() if w not in STOP_WORDS]
+        if not ws:
+            continue
+        for form in (" ".join(ws), ws[-1], ws[0]):
+            out.add(form)
+            if len(form) > 3 and form.endswith("s") and not form.endswith("ss"):
+                out.add(form[:-1])
+    return frozenset(out)
+
+
+def labels(row_text: str, aliases: frozenset[str]) -> bool:
+    """True when a table row's label (its text before the first number) names one of
+    ``aliases`` as whole words ("Patents held | 1,247" for "patents")."""
+    t = fold(row_text)
+    m = _NUMBER.search(t)
+    label = " ".join(re.findall(r"[a-z0-9²³µ]+(?:[-/][a-z0-9²³µ]+)*", t[: m.start()] if m else t))
+    return any(contains_entity(label, a) for a in aliases)
+
+
 def numeric_unit(answer_unit: str | None) -> bool:
     return fold(answer_unit or "").strip() not in BLANK_UNITS
 
@@ -314,6 +380,31 @@ def doc_mentions(question: str, doc_titles: Mapping[str, str]) -> set[str]:
     return out
 
 
+# ------------------------------------------------------------------------------------ focus
+
+def term_factors(question: str, named: Iterable[str] = (), instruction_weight: float = 1.0,
+                 named_weight: float = 1.0) -> dict[str, float]:
+    """Stemmed question term -> the share of its idf it counts with (terms not in it count
+    whole): the terms found only in the question's answer-format instructions
+    (kohaku.retrieval.focus.question_focus) ``instruction_weight``, the words ``named`` (the
+    entity of the documents the search is restricted to) ``named_weight``."""
+    out: dict[str, float] = {}
+    if instruction_weight != 1.0:
+        focus = question_focus(question)
+        if focus.instructions:
+            out.update(dict.fromkeys(terms(question) - terms(focus.focus), instruction_weight))
+    if named_weight != 1.0:
+        for t in terms_of_words(words(" ".join(named))):
+            out[t] = min(out.get(t, 1.0), named_weight)
+    return out
+
+
+def _weighted(weights: dict[str, float], factors: Mapping[str, float] | None) -> dict[str, float]:
+    if not factors:
+        return weights
+    return {t: w * factors.get(t, 1.0) for t, w in weights.items() if factors.get(t, 1.0) > 0}
+
+
 # ---------------------------------------------------------------------------------- scoring
 
 class Postings:
@@ -362,8 +453,12 @@ class EvidenceScorer:
                  leaves_of: Callable[[int], Sequence[int]] | None = None,
                  neighbours: Sequence[tuple[int, int]] | None = None,
                  row_terms: Sequence[frozenset[str]] | None = None,
-                 header_terms: Sequence[frozenset[str]] | None = None) -> None:
+                 header_terms: Sequence[frozenset[str]] | None = None,
+                 pages: Sequence[int | None] | None = None,
+                 rows: Sequence[bool] | None = None) -> None:
         n = len(texts)
+        # a leaf that is a table row (kohaku.ingest.tree.rows.is_row): its label counts
+        self.is_row = np.asarray(rows if rows is not None else [False] * n, bool)
         self.texts = texts
         self.context_of = np.asarray(context_of, np.int64)  # row -> its context row (paragraph)
         self.leaves_of = leaves_of  # node row -> its leaf rows (itself for a leaf)
@@ -375,6 +470,10 @@ class EvidenceScorer:
         docs = sorted(set(doc_ids))
         self._doc_index = {d: i for i, d in enumerate(docs)}
         self.doc_idx = np.asarray([self._doc_index[d] for d in doc_ids], np.int64)
+        # a node's page as one key over the corpus (document, page); -1 where it has none
+        pg = np.asarray([-1 if p is None else int(p) for p in (pages if pages is not None else [None] * n)],
+                        np.int64)
+        self.page_key = np.where(pg >= 0, self.doc_idx * (int(pg.max(initial=0)) + 1) + pg, -1)
         if row_terms is None:
             row_terms = [frozenset(terms(t)) for t in texts]
         self.terms = Postings(row_terms)
@@ -422,8 +521,11 @@ class EvidenceScorer:
         for c in sorted({c for c in context_of if has_children[c]}):
             row_terms[c] = frozenset().union(*(row_terms[k] for k in view.children[c].tolist()))
         header_terms = [frozenset(terms(prefix)) if prefix else frozenset() for prefix in view.row_prefixes]
+        kinds = (view.nodes["block_kind"].cast(pl.String).fill_null("").to_list()
+                 if "block_kind" in view.nodes.columns else [""] * n)
+        rows = [not has_children[r] and is_row(view.text[r], kinds[r]) for r in range(n)]
         return cls(view.text, view.doc_id, context_of, leaves, vectors, titles, view.section,
-                   view.leaves_of, neighbours, row_terms, header_terms)
+                   view.leaves_of, neighbours, row_terms, header_terms, view.page, rows)
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)
@@ -453,11 +555,11 @@ class EvidenceScorer:
         return docs
 
     def doc_leaf_candidates(self, question: str, pool: Sequence[int], n_docs: int,
-                            share: float) -> list[int]:
+                            share: float, factors: Mapping[str, float] | None = None) -> list[int]:
         """Leaves of the first ``n_docs`` documents of ``pool`` (in pool order) that hold at
         least ``share`` of the question's terms by idf weight, not already in ``pool``."""
         docs = self.lead_docs(pool, n_docs)
-        weights = {t: self.idf(t) for t in terms(question)}
+        weights = _weighted({t: self.idf(t) for t in terms(question)}, factors)
         total = sum(weights.values())
         if not docs or total <= 0:
             return []
@@ -474,17 +576,20 @@ class EvidenceScorer:
         return [int(r) for r in np.flatnonzero(keep) if int(r) not in have]
 
     def features(self, question: str, answer_unit: str | None, rows: Sequence[int],
-                 qvec: np.ndarray | None = None, lexicon: str = "none") -> dict[str, np.ndarray]:
+                 qvec: np.ndarray | None = None, lexicon: str = "none",
+                 factors: Mapping[str, float] | None = None) -> dict[str, np.ndarray]:
         """Feature arrays (one value per row in ``rows``): dense, term, context, window, entity,
-        unit, number, doc (see the module docstring)."""
+        unit, number, doc (see the module docstring). ``factors`` (:func:`term_factors`) weight
+        question terms down, in the term features and the distinctive tokens."""
         r = np.asarray(rows, np.int64)
         n = len(r)
         f = {k: np.zeros(n, np.float64) for k in
-             ("dense", "term", "context", "window", "entity", "unit", "number", "doc", "lexicon")}
+             ("dense", "term", "context", "window", "entity", "unit", "number", "doc", "lexicon",
+              "heading", "count")}
         if not n:
             return f
         ctx, prev, nxt = self.context_of[r], self.prev[r], self.next[r]
-        weights = {t: self.idf(t) for t in terms(question)}
+        weights = _weighted({t: self.idf(t) for t in terms(question)}, factors)
         total = sum(weights.values()) or 1.0
         for t, w in weights.items():
             m = self.terms.mask(t)
@@ -492,7 +597,8 @@ class EvidenceScorer:
             f["term"] += w * own
             f["context"] += w * (m[ctx] | self.section_terms.mask(t)[r] | self.header_terms.mask(t)[r])
             f["window"] += w * (own | m[prev] | m[nxt])
-        for k in ("term", "context", "window"):
+            f["heading"] += w * self.section_terms.mask(t)[r]
+        for k in ("term", "context", "window", "heading"):
             f[k] /= total
         names = expansions(question, lexicon)
         for text in names:   # each entry: the idf share of its words in the node or its context
@@ -505,7 +611,13 @@ class EvidenceScorer:
         if names:
             f["lexicon"] /= len(names)
         ents = question_entities(question)
-        for e in ents:
+        if factors:  # a token of the instructions or the documents' name counts its factor
+            scale = [min((factors.get(t, 1.0) for t in terms(e)), default=1.0) for e in ents]
+        else:
+            scale = [1.0] * len(ents)
+        for e, x in zip(ents, scale):
+            if x <= 0:
+                continue
             if " " not in e:  # one word (words() keeps gpt-4.1 whole): the term index
                 m = self.terms.mask(stem(e))
                 hit = m[r] | m[ctx]
@@ -517,16 +629,22 @@ class EvidenceScorer:
                 for i in np.flatnonzero(m[r] | m[ctx]).tolist():
                     hit[i] = (contains_entity(self.folded(int(r[i])), e)
                               or (ctx[i] >= 0 and contains_entity(self.folded(int(ctx[i])), e)))
-            f["entity"] += hit
-        if ents:
-            f["entity"] /= len(ents)
+            f["entity"] += x * hit
+        if sum(scale) > 0:
+            f["entity"] /= sum(scale)
         aliases = unit_aliases(answer_unit)
-        if numeric_unit(answer_unit):
+        counted = count_aliases(question)
+        if numeric_unit(answer_unit) or counted:
             follow = [self.followers(int(a)) for a in r]
             f["number"] = np.fromiter((NUMBER_MARK in x for x in follow), np.float64, n)
             if aliases:
                 f["unit"] = np.fromiter((has_unit_number(self.texts[int(a)], aliases, x)
                                          for a, x in zip(r, follow)), np.float64, n)
+            if counted:  # "1,247 patents" in prose; a row labelled "Patents held | 1,247"
+                f["count"] = np.fromiter(
+                    (has_unit_number(self.texts[int(a)], counted, x)
+                     or (bool(self.is_row[a]) and NUMBER_MARK in x and labels(self.texts[int(a)], counted))
+                     for a, x in zip(r, follow)), np.float64, n)
         named = doc_mentions(question, self.doc_titles) if self.doc_titles else set()
         if named:
             f["doc"] = np.isin(self.doc_idx[r], [self._doc_index[d] for d in named if d in self._doc_index]
@@ -535,14 +653,15 @@ class EvidenceScorer:
             f["dense"] = (self.vectors[r] @ np.asarray(qvec, np.float32)).astype(np.float64)
         return f
 
-    def _pool(self, question: str, rows: Sequence[int], cfg: EvidenceConfig
-              ) -> tuple[list[int], np.ndarray]:
+    def _pool(self, question: str, rows: Sequence[int], cfg: EvidenceConfig,
+              factors: Mapping[str, float] | None = None) -> tuple[list[int], np.ndarray]:
         """The rows to rescore and the fused rank each inherits (doc leaves rank after the
         pool; a leaf standing in for its ancestor takes the ancestor's rank)."""
         pool = [int(r) for r in rows[: cfg.pool]]
         ranks = np.arange(len(pool), dtype=np.float64)
         if cfg.doc_leaves > 0 and pool:
-            extra = self.doc_leaf_candidates(question, pool, cfg.doc_leaves, cfg.doc_leaf_share)
+            extra = self.doc_leaf_candidates(question, pool, cfg.doc_leaves, cfg.doc_leaf_share,
+                                             factors)
             pool += extra
             ranks = np.r_[ranks, np.full(len(extra), float(len(ranks)))]
         if cfg.leaves and self.leaves_of is not None:
@@ -562,17 +681,20 @@ class EvidenceScorer:
                 + cfg.context_weight * f["context"] + cfg.window_weight * f["window"]
                 + cfg.entity_weight * f["entity"] + cfg.unit_weight * f["unit"]
                 + cfg.number_weight * f["number"] + cfg.doc_weight * f["doc"]
-                + cfg.lexicon_weight * f["lexicon"])
+                + cfg.lexicon_weight * f["lexicon"] + cfg.heading_weight * f["heading"]
+                + cfg.count_weight * f["count"])
 
     def rescore_many(self, question: str, answer_unit: str | None,
                      rankings: Mapping[Any, Sequence[int]], cfg: EvidenceConfig,
-                     qvec: np.ndarray | None = None) -> dict[Any, list[int]]:
+                     qvec: np.ndarray | None = None, named: Iterable[str] = ()) -> dict[Any, list[int]]:
         """:meth:`rescore` for several rankings of one question (its retry attempts): the
-        features of every pooled row are computed once."""
-        pools = {k: self._pool(question, rows, cfg) for k, rows in rankings.items()}
+        features of every pooled row are computed once. ``named``: the words naming the
+        documents the search was restricted to (weighted by ``cfg.named_weight``)."""
+        factors = term_factors(question, named, cfg.instruction_weight, cfg.named_weight)
+        pools = {k: self._pool(question, rows, cfg, factors) for k, rows in rankings.items()}
         union = sorted({r for pool, _ in pools.values() for r in pool})
         where = {r: i for i, r in enumerate(union)}
-        f = self.features(question, answer_unit, union, qvec, cfg.lexicon)
+        f = self.features(question, answer_unit, union, qvec, cfg.lexicon, factors)
         if f["lexicon"].any():
             # the document's names count in the documents the ranking leads with (its first
             # LEXICON_DOCS): in a store of many companies' filings, every statement of cash
@@ -588,12 +710,30 @@ class EvidenceScorer:
                 continue
             score = (cfg.rank_weight / (1.0 + ranks / cfg.rank_scale)
                      + evidence[[where[r] for r in pool]])
+            if cfg.page_weight:
+                score = score + cfg.page_weight * self.page_support(pool, score, cfg.page_k)
             order = np.lexsort((ranks, -score))
             head = [pool[i] for i in order]
             if cfg.keep_tail:
                 seen = set(head)
                 head += [int(r) for r in rows[cfg.pool:] if int(r) not in seen]
             out[k] = head
+        return out
+
+    def page_support(self, pool: Sequence[int], score: np.ndarray, k: float) -> np.ndarray:
+        """Per pooled node: the sum of 1 / (k + rank) over the other pooled nodes of its page,
+        ranked by ``score`` (0 for a node without a page)."""
+        keys = self.page_key[np.asarray(pool, np.int64)]
+        rank = np.empty(len(pool), np.float64)
+        rank[np.argsort(-score, kind="stable")] = np.arange(len(pool))
+        vote = 1.0 / (k + rank)
+        has = keys >= 0
+        if not has.any():
+            return np.zeros(len(pool))
+        uniq, inv = np.unique(keys[has], return_inverse=True)
+        total = np.bincount(inv, weights=vote[has], minlength=len(uniq))
+        out = np.zeros(len(pool))
+        out[has] = total[inv] - vote[has]
         return out
 
     def rescore(self, question: str, answer_unit: str | None, rows: Sequence[int],

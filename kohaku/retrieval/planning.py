@@ -10,6 +10,9 @@ planner.kind:
   planner runs once per question; retry rounds reuse its queries (unlike KohakuRAG, which
   re-plans on every retry).
 
+With ``focus`` (default) the question's answer-format instructions are left out of its queries
+(kohaku/retrieval/focus.py): query 0 is the question's focus.
+
 Queries are deduplicated case-insensitively (whitespace collapsed) and capped at ``n_queries``.
 """
 
@@ -27,6 +30,7 @@ from kohaku.core.config import ConfigError
 from kohaku.llm.base import Backend, ChatRequest, Counters
 from kohaku.llm.cache import GenerationCache, generate_cached
 from kohaku.llm.prompts import PLANNER_FIELDS, check_template, render
+from kohaku.retrieval.focus import question_focus
 from kohaku.retrieval.lexicon import expansions
 from kohaku.llm.json_text import first_json_object
 
@@ -68,6 +72,10 @@ class PlannerConfig:
     # "capex" -> "purchases of property, plant and equipment"), source "lexicon", on top of
     # n_queries; a question naming none of the lexicon's words gets none. finance | none
     lexicon: str = "finance"
+    # the question's focus as its queries: its answer-format instructions ("If there is no
+    # mention, return False", "Answer in USD millions") left out of query 0 and of the
+    # planner's input (kohaku/retrieval/focus.py); the lexicon query still reads them
+    focus: bool = True
 
     def validate(self) -> None:
         if self.kind not in KINDS:
@@ -260,7 +268,8 @@ def plan_queries(questions: pl.DataFrame, cfg: PlannerConfig, nodes: pl.DataFram
                  ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """The queries table and summary figures."""
     qids = questions["qid"].to_list()
-    texts = [norm_query(q) for q in questions["question"].to_list()]
+    full = [norm_query(q) for q in questions["question"].to_list()]
+    texts = [question_focus(q).focus for q in full] if cfg.focus else full
     summary: dict[str, Any] = {"kind": cfg.kind}
     per_q: list[list[tuple[str, str]]]
     if cfg.kind == "none" or cfg.n_queries == 1:
@@ -283,7 +292,7 @@ def plan_queries(questions: pl.DataFrame, cfg: PlannerConfig, nodes: pl.DataFram
         summary["invalid"] = invalid
         per_q = [[(q, "question")] + [(e, "llm") for e in ex] for q, ex in zip(texts, extras)]
     rows = []
-    for qid, cands in zip(qids, per_q):
+    for qid, whole, cands in zip(qids, full, per_q):
         kept = dedup_queries([c[0] for c in cands], cfg.n_queries)
         source = {}
         for text, src_name in cands:
@@ -291,7 +300,7 @@ def plan_queries(questions: pl.DataFrame, cfg: PlannerConfig, nodes: pl.DataFram
         for i, q in enumerate(kept):
             rows.append({"qid": qid, "query_idx": i, "query": q,
                          "source": "question" if i == 0 else source[q.lower()]})
-        names = expansions(kept[0], cfg.lexicon) if kept else []
+        names = expansions(whole, cfg.lexicon) if kept else []
         if names:
             rows.append({"qid": qid, "query_idx": len(kept), "query": f"{kept[0]} {'; '.join(names)}",
                          "source": "lexicon"})

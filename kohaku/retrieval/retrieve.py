@@ -13,6 +13,7 @@ Tables: ``hits`` (qid, attempt, query_idx, node_id, rank, score, level, source),
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,7 +27,7 @@ from kohaku.core.config import ConfigError
 from kohaku.core.errors import KohakuError
 from kohaku.retrieval.embedding import Encoder, encode_texts
 from kohaku.retrieval.context import ContextBuilder, RenderConfig
-from kohaku.retrieval.docprior import DocPriorConfig, question_priors
+from kohaku.retrieval.docprior import DocPrior, DocPriorConfig, question_priors
 from kohaku.retrieval.evidence import EvidenceConfig, EvidenceScorer
 from kohaku.retrieval.rerankers import Reranker, RerankerConfig, rerank_rows
 from kohaku.retrieval.rerank import STRATEGIES, consensus, fuse
@@ -92,6 +93,10 @@ class RetrieveConfig(RenderConfig):
     # 1/(page_k + rank) over their rows in the first page_pool ranked (vote), or of their best
     # row (rank); prose keeps its place; none keeps the ranking's order
     pages: str = "vote"
+    # the words naming the documents a question's search is restricted to (its company: the
+    # document prior's entity values, kohaku/retrieval/docprior.py) are left out of its BM25
+    # queries within them: they picked the report, in it they pick the cover and signatures
+    bm25_drop_named: bool = True
     page_k: float = 6.0
     page_pool: int = 200
 
@@ -152,6 +157,8 @@ class Restriction:
     docs: Mapping[str, tuple[str, ...]]
     doc_ids: pl.Series
     vectors: np.ndarray | None = None
+    # qid -> words of its question naming its documents, left out of its BM25 queries
+    drop: Mapping[str, set[str]] = field(default_factory=dict)
 
 
 def question_documents(questions: pl.DataFrame | None, column: str,
@@ -205,7 +212,8 @@ def _restricted_frames(queries: pl.DataFrame, qvecs: np.ndarray, dense: Mapping[
             groups.setdefault(restrict.docs[qid], []).append(i)
         else:
             rest.append(i)
-    texts = queries["query"].to_list()
+    texts = [_without(t, restrict.drop.get(q, ())) for t, q in
+             zip(queries["query"].to_list(), queries["qid"].cast(pl.String))]
     frames = []
     for docs, members in groups.items():
         qrows = np.asarray(members, np.int64)
@@ -222,6 +230,16 @@ def _restricted_frames(queries: pl.DataFrame, qvecs: np.ndarray, dense: Mapping[
                 rows, scores = searcher.search([texts[i] for i in members], k_bm25, within=labels)
                 frames.append(_hit_frame(qrows, rows, scores, level, "bm25"))
     return frames, np.asarray(rest, np.int64)
+
+
+def _without(text: str, drop: Sequence[str] | set[str]) -> str:
+    """``text`` with the whole words in ``drop`` (lower-case; possessive 's with them) taken
+    out."""
+    if not drop:
+        return text
+    return re.sub(r"[A-Za-z0-9]+(?:['’]s\b)?",
+                  lambda m: "" if re.sub(r"['’]s$", "", m.group(0)).lower() in drop else m.group(0),
+                  text)
 
 
 def search_hits(
@@ -307,9 +325,12 @@ def rescore_evidence(
     text: Mapping[str, str],
     questions: pl.DataFrame | None = None,
     vectors: np.ndarray | None = None,
+    named: Mapping[str, set[str]] | None = None,
 ) -> dict[tuple[str, int], list[int]]:
     """Each (qid, attempt)'s ranked node rows with the top ``cfg.pool`` rescored; ``text`` is
-    qid -> question (:func:`question_texts`)."""
+    qid -> question (:func:`question_texts`), ``named`` qid -> the words naming the documents
+    its search was restricted to (:func:`named_words`)."""
+    named = named or {}
     scorer = EvidenceScorer.from_view(view, vectors)
     first = queries.with_row_index("_row").filter(pl.col("query_idx") == 0)
     qrow = {q: int(r) for q, r in zip(first["qid"].cast(pl.String), first["_row"])}
@@ -322,8 +343,24 @@ def rescore_evidence(
     out: dict[tuple[str, int], list[int]] = {}
     for qid, rankings in per_q.items():  # features once per question, for all its attempts
         got = scorer.rescore_many(text.get(qid, ""), unit.get(qid), rankings, cfg,
-                                  qvecs[qrow[qid]] if qid in qrow else None)
+                                  qvecs[qrow[qid]] if qid in qrow else None, named.get(qid, ()))
         out.update(((qid, a), rows) for a, rows in got.items())
+    return out
+
+
+def named_words(restrict: Restriction | None, text: Mapping[str, str], doc_meta: pl.DataFrame | None,
+                cfg: DocPriorConfig) -> dict[str, set[str]]:
+    """qid -> the words of its question that name the documents its search is restricted to
+    (their entity values, ``doc_prior.entity_fields`` and short forms; kohaku.retrieval.docprior),
+    for each restricted question; empty without a restriction or the corpus metadata."""
+    if restrict is None or doc_meta is None or not restrict.docs:
+        return {}
+    prior = DocPrior(doc_meta, cfg, {d for docs in restrict.docs.values() for d in docs})
+    out = {}
+    for qid, docs in restrict.docs.items():
+        words = prior.named_words(text.get(qid, ""), docs)
+        if words:
+            out[qid] = words
     return out
 
 
@@ -420,6 +457,12 @@ def run_retrieval(
                  len(docs), questions.height)
         if docs:
             restrict = Restriction(docs, nodes["doc_id"].cast(pl.String), vectors)
+    texts = question_texts(queries, questions)
+    named = (named_words(restrict, texts, doc_meta, cfg.doc_prior)
+             if cfg.bm25_drop_named or (cfg.evidence.enabled and cfg.evidence.named_weight != 1.0)
+             else {})
+    if restrict is not None and cfg.bm25_drop_named:
+        restrict.drop = named
     raw = search_hits(queries, qvecs, dense, sparse, k_max, kb_max, use_bm25, restrict)
     clock.lap("search")
     view = view or TreeView(nodes)
@@ -431,10 +474,9 @@ def run_retrieval(
     by_key = {(q, a): rows for q, a, rows in lists.iter_rows()}
     qids = queries["qid"].cast(pl.String).unique(maintain_order=True).to_list()
     clock.lap("rank")
-    texts = question_texts(queries, questions)
     if cfg.evidence.enabled:
         by_key = rescore_evidence(by_key, queries, qvecs, view, cfg.evidence, texts, questions,
-                                  vectors)
+                                  vectors, named)
         clock.lap("evidence")
     if reranker is not None:
         prefixes = view.row_prefixes  # table rows read with their title and header

@@ -38,8 +38,10 @@ def _reranker(ctx: StageContext, rcfg: RerankerConfig):
 
 def _doc_meta(ctx: StageContext, cfg: RetrieveConfig) -> pl.DataFrame | None:
     """The corpus metadata (every column of metadata.csv: company, doc_period, ...) for the
-    document prior; the parse stage's documents table (id, title, year, type) without it."""
-    if not cfg.doc_prior.active or cfg.restrict_column:
+    document prior, and for the words naming a restricted question's documents
+    (retrieve.bm25_drop_named, retrieve.evidence.named_weight); the parse stage's documents table
+    (id, title, year, type) without it."""
+    if not (cfg.doc_prior.active or cfg.restrict_column):
         return None
     path = _metadata_path(ctx.cfg)
     if path is not None:
