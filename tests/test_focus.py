@@ -15,8 +15,11 @@ from kohaku.retrieval.planning import PlannerConfig, plan_queries
 
 
 @pytest.mark.parametrize("question, focus, n_instructions", [
+    # the instruction clause, the reference to the document and the verb of saying go
     ("Did Acme mention any mergers or acquisitions in the annual report? If there is no mention, "
-     "return False.", "Did Acme mention any mergers or acquisitions in the annual report?", 1),
+     "return False.", "Did Acme any mergers or acquisitions?", 3),
+    ("According to the 2022 paper by Dodge et al., how many parameters did the model have?",
+     "by Dodge et al., how many parameters did the model have?", 1),
     ("What drove operating margin change as of FY2022 for Acme? If operating margin is not a "
      "useful metric for a company like this, then please state that and explain why.",
      "What drove operating margin change as of FY2022 for Acme?", 1),
@@ -96,9 +99,9 @@ def test_named_words_are_the_restricted_documents_names(question, doc, words):
 
 
 def test_term_factors_weigh_instructions_and_names_down():
-    q = "Did Acme mention any acquisitions? If there is no mention, return False."
+    q = "Which acquisitions did Acme make? If there are none, return False."
     f = term_factors(q, {"acme"}, instruction_weight=0.0, named_weight=0.5)
-    assert f == {**dict.fromkeys(terms("return False") - terms("mention"), 0.0), "acm": 0.5}
+    assert f == {**dict.fromkeys(terms("there none return False"), 0.0), "acm": 0.5}
     assert term_factors(q, {"acme"}) == {}  # factors 1: nothing weighted
 
 
@@ -146,6 +149,8 @@ def test_an_answer_format_instruction_changes_no_ranking():
         (5, "Business combinations", [["In March we acquired Beta Labs for $120 million.",
                                        "The acquisition adds diagnostics to our portfolio."]], "text"),
         (9, "Segments", FILLER, "text"),
+        (11, "Returns", [["Customers may return products; returns are mentioned in Note 4.",
+                          "A false claim is handled by the legal team."]], "text"),
     ])
     asked = "Did Acme make any acquisitions during the year?"
     plain = _ranked(nodes, asked)
@@ -154,8 +159,7 @@ def test_an_answer_format_instruction_changes_no_ranking():
         assert _ranked(nodes, f"{asked} {instruction}") == plain, instruction
     # without the focus (instruction words weighted as the others) the ranking does change
     off = EvidenceConfig(instruction_weight=1.0)
-    assert _ranked(nodes, f"{asked} If there is no mention, return False.", off) != plain or \
-        _ranked(nodes, f"{asked} Respond with the mention count.", off) != plain
+    assert _ranked(nodes, f"{asked} If there is no mention, return False.", off) != plain
 
 
 def test_a_count_in_a_sentence_is_found_like_one_in_a_table():
@@ -173,3 +177,29 @@ def test_a_count_in_a_sentence_is_found_like_one_in_a_table():
         # without the count feature the two tie on their words and the first in order leads
         assert _ranked(nodes, question, EvidenceConfig(count_weight=0.0))[0] == "acme#s1.p1.t1"
     assert count_aliases("How much revenue did Acme earn?") == frozenset()
+
+
+def test_did_it_mention_x_ranks_the_page_discussing_x_above_a_page_naming_it():
+    question = ("Did Acme mention any mergers or acquisitions in the annual report? If there is "
+                "no mention, return False.")
+    nodes = _report([
+        (2, "Forward-looking statements", [[
+            "This annual report contains forward-looking statements.",
+            "Risks include mergers, acquisitions, divestitures, litigation and currency movements."]],
+         "text"),
+        (5, "Business combinations", [
+            ["In March Acme acquired Beta Labs for $120 million.",
+             "The acquisition of Beta Labs adds diagnostics to our portfolio."],
+            ["In June Acme completed its merger with Gamma Inc.",
+             "The merger was accounted for as a business combination."]], "text"),
+        (9, "Segments", FILLER, "text"),
+    ])
+    view = TreeView(nodes)
+    page = dict(zip(view.node_id, view.page))
+    assert page[_ranked(nodes, question)[0]] == 5
+    # the boilerplate sentence names both words; without the page's support it leads
+    assert page[_ranked(nodes, question, EvidenceConfig(page_weight=0.0))[0]] == 2
+    # and with the whole question as the query ("annual report", "mention" counted) the
+    # sentence naming the annual report leads
+    assert _ranked(nodes, question, EvidenceConfig(instruction_weight=1.0, page_weight=0.0))[0] == \
+        "acme#s1.p1.t1"

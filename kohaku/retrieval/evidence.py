@@ -102,8 +102,8 @@ class EvidenceConfig:
     # 1 / (page_k + rank) over the *other* pooled nodes of its page ranked by the score above
     # (a page discussing the asked topic in several passages before a page naming it once);
     # 0 = off
-    page_weight: float = 0.0
-    page_k: float = 6.0
+    page_weight: float = 1.0
+    page_k: float = 6.0  # the rank constant of the page support's votes
     # keep the nodes ranked past the pool after it (false: the context is filled from the
     # rescored pool alone, which is faster and, with pool 300, as good on WattBot)
     keep_tail: bool = False
@@ -577,10 +577,12 @@ class EvidenceScorer:
 
     def features(self, question: str, answer_unit: str | None, rows: Sequence[int],
                  qvec: np.ndarray | None = None, lexicon: str = "none",
-                 factors: Mapping[str, float] | None = None) -> dict[str, np.ndarray]:
+                 factors: Mapping[str, float] | None = None, counts: bool = True
+                 ) -> dict[str, np.ndarray]:
         """Feature arrays (one value per row in ``rows``): dense, term, context, window, entity,
         unit, number, doc (see the module docstring). ``factors`` (:func:`term_factors`) weight
-        question terms down, in the term features and the distinctive tokens."""
+        question terms down, in the term features and the distinctive tokens; ``counts``: the count
+        feature (:func:`count_aliases`) is computed."""
         r = np.asarray(rows, np.int64)
         n = len(r)
         f = {k: np.zeros(n, np.float64) for k in
@@ -633,7 +635,7 @@ class EvidenceScorer:
         if sum(scale) > 0:
             f["entity"] /= sum(scale)
         aliases = unit_aliases(answer_unit)
-        counted = count_aliases(question)
+        counted = count_aliases(question) if counts else frozenset()
         if numeric_unit(answer_unit) or counted:
             follow = [self.followers(int(a)) for a in r]
             f["number"] = np.fromiter((NUMBER_MARK in x for x in follow), np.float64, n)
@@ -694,7 +696,8 @@ class EvidenceScorer:
         pools = {k: self._pool(question, rows, cfg, factors) for k, rows in rankings.items()}
         union = sorted({r for pool, _ in pools.values() for r in pool})
         where = {r: i for i, r in enumerate(union)}
-        f = self.features(question, answer_unit, union, qvec, cfg.lexicon, factors)
+        f = self.features(question, answer_unit, union, qvec, cfg.lexicon, factors,
+                          cfg.count_weight != 0)
         if f["lexicon"].any():
             # the document's names count in the documents the ranking leads with (its first
             # LEXICON_DOCS): in a store of many companies' filings, every statement of cash

@@ -21,6 +21,10 @@ of one benchmark's phrasings:
 - it is no question (no "?") and speaks of the answering: "the (following) question", "your
   answer / response / judgment / abilities".
 
+References to the document itself ("in the annual report", "according to its 10-K", "in this
+paper") and a yes/no question's verb of saying ("Did X mention any ...", "Has X disclosed ...") are taken
+out of the other clauses the same way: they say where and how the thing is stated, not what it is.
+
 The focus is the other clauses (the whole question when every clause is an instruction, so a
 one-sentence imperative question, "Give the total revenue of X in 2020.", keeps its words).
 The retrieval uses the focus as the question's first query and weights the instruction-only
@@ -60,9 +64,25 @@ _SPLIT = re.compile(r"(?<=[.?!])\s+(?=\S)|;\s*|:\s+(?=(?:what|which|who|whom|who
                     r"is|are|was|were|do|does|did|has|have|had|can|could|should|would|will)\b)", re.I)
 
 
+# a reference to the document itself ("in the annual report", "according to its 10-K", "in
+# this paper"): it names where to look, which the search already is, not what to find
+_DOC_REF = re.compile(
+    r"\s*\b(?:in|within|from|throughout|according\s+to|based\s+on|of)\s+(?:the|its|their|this|that|"
+    r"his|her|our)\s+(?:(?:most\s+recent|latest|last|current|recent|annual|quarterly|full|fiscal|"
+    r"(?:fy\s*)?\d{2,4})\s+)*(?:annual\s+report|report|filing|10-?k|10-?q|8-?k|document|paper|"
+    r"article|study|publication|transcript|press\s+release|release)\b", re.I)
+# a verb of saying as a yes/no question's main verb ("Did X mention any ...", "Has the company
+# disclosed ..."): it asks whether the thing is there
+_SAYING = re.compile(
+    r"^(\s*(?:did|does|do|has|have|had|will|would)\s+(?:[\w&'’.-]+\s+){1,5}?)"
+    r"(?:mention(?:s|ed)?|discuss(?:es|ed)?|disclose(?:s|d)?|refer(?:s|red)?\s+to|talk(?:s|ed)?\s+about|"
+    r"say|cite(?:s|d)?|outline(?:s|d)?|report(?:s|ed)?)\b", re.I)
+
+
 @dataclass(frozen=True)
 class Focus:
-    """A question split into what is asked (``focus``) and its answer instructions."""
+    """A question split into what is asked (``focus``) and its answer instructions (the
+    clauses, and the document references and verbs of saying taken out of the others)."""
 
     focus: str
     instructions: tuple[str, ...]
@@ -87,4 +107,14 @@ def question_focus(question: str) -> Focus:
     kept = [c for c in parts if not is_instruction(c)]
     if not kept:
         return Focus((question or "").strip(), ())
-    return Focus(" ".join(kept), tuple(c for c in parts if is_instruction(c)))
+    told = [c for c in parts if is_instruction(c)]
+    focus = []
+    for clause in kept:
+        left = _SAYING.sub(r"\1", _DOC_REF.sub("", clause))
+        if len(re.findall(r"[A-Za-z0-9]{2,}", left)) < 2:  # nothing left to search: keep it
+            left = clause
+        elif left != clause:
+            told.extend(m.group(0).strip() for m in _DOC_REF.finditer(clause))
+            told.extend(m.group(0)[len(m.group(1)):].strip() for m in _SAYING.finditer(clause))
+        focus.append(left.strip())
+    return Focus(re.sub(r"\s+", " ", " ".join(focus)).strip(), tuple(told))

@@ -549,13 +549,16 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
         tkey = json.dumps(spec.get("tree", {}), sort_keys=True)
         if tkey not in trees:
             trees[tkey] = build_tree(documents, blocks, tcfg)
+        # a variant may set planner keys (-o NAME.planner.focus=false)
+        pkey = json.dumps([spec.get("tree", {}), spec.get("planner", {})], sort_keys=True)
+        if pkey not in plans:
             pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
-                                         else args.n_queries}, "planner")
+                                         else args.n_queries, **spec.get("planner", {})}, "planner")
             queries, _ = plan_queries(qtable, pcfg, trees[tkey])
-            plans[tkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
+            plans[pkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
                                                  cache_root, progress=False))
         nodes = trees[tkey]
-        queries, qvecs = plans[tkey]
+        queries, qvecs = plans[pkey]
         ecfg = build(EmbedConfig, {**embed_base, **spec.get("embed", {})}, "embed")
         t0 = time.perf_counter()
         emb = embed_nodes(nodes, encoder, ecfg, cache_root)
