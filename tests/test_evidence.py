@@ -162,7 +162,8 @@ ID = {i: nid for nid, i in ROW.items()}
 SCORER = EvidenceScorer.from_view(VIEW)
 OFF = dict(rank_weight=0.0, dense_weight=0.0, term_weight=0.0, context_weight=0.0,
            window_weight=0.0, entity_weight=0.0, unit_weight=0.0, number_weight=0.0,
-           doc_weight=0.0, doc_leaves=0, leaves=False, page_weight=0.0, count_weight=0.0)
+           doc_weight=0.0, doc_leaves=0, leaves=False, page_weight=0.0, count_weight=0.0,
+           heading_weight=0.0)
 
 
 def order(question, unit, ids, scorer=SCORER, qvec=None, **weights):

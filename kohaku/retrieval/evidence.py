@@ -97,7 +97,7 @@ class EvidenceConfig:
     # of the node's own section ("Acquisitions", "Employees", "Legal proceedings"), as the
     # document prior matches names across documents; 0 = off (the context feature counts the
     # title among the paragraph's terms)
-    heading_weight: float = 0.0
+    heading_weight: float = 1.0
     # pages as units: each pooled node gains page_weight * its page's support, the sum of
     # 1 / (page_k + rank) over the *other* pooled nodes of its page ranked by the score above
     # (a page discussing the asked topic in several passages before a page naming it once);

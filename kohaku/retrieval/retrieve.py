@@ -96,7 +96,7 @@ class RetrieveConfig(RenderConfig):
     # the words naming the documents a question's search is restricted to (its company: the
     # document prior's entity values, kohaku/retrieval/docprior.py) are left out of its BM25
     # queries within them: they picked the report, in it they pick the cover and signatures
-    bm25_drop_named: bool = True
+    bm25_drop_named: bool = False
     page_k: float = 6.0
     page_pool: int = 200
 
