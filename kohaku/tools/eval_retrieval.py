@@ -618,7 +618,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--override", action="append",
                    help="variant.group.key=value, e.g. hier.retrieve.expand=paragraph or "
                         "hier.retrieve.evidence.pool=100; a new variant name "
-                        "(hier/para.retrieve.expand=paragraph) starts from the part before '/'")
+                        "(hier/para.retrieve.expand=paragraph) starts from the part before '/'; "
+                        "group planner sets planner keys (hier/nofocus.planner.focus=false)")
     p.add_argument("--planner", choices=["none", "rules"], default="none",
                    help="query planner for --compare (rules: acronym and keyword queries)")
     p.add_argument("--n-queries", type=int, default=3, help="planner.n_queries with --planner rules")
