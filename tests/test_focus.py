@@ -196,9 +196,16 @@ def test_did_it_mention_x_ranks_the_page_discussing_x_above_a_page_naming_it():
     ])
     view = TreeView(nodes)
     page = dict(zip(view.node_id, view.page))
-    assert page[_ranked(nodes, question)[0]] == 5
+    # page support (evidence.page_weight; off by default, docs/design.md): the page whose
+    # passages discuss the topic leads
+    assert page[_ranked(nodes, question, EvidenceConfig(page_weight=1.0))[0]] == 5
     # the boilerplate sentence names both words; without the page's support it leads
     assert page[_ranked(nodes, question, EvidenceConfig(page_weight=0.0))[0]] == 2
+    # a section titled with the topic lifts its page without it (the context feature counts
+    # the section title, the heading prior adds it again)
+    titled = nodes.with_columns(pl.col("section").str.replace("Business combinations", "Acquisitions"),
+                                pl.col("text").str.replace("^Business combinations$", "Acquisitions"))
+    assert page[_ranked(titled, question)[0]] == 5
     # and with the whole question as the query ("annual report", "mention" counted) the
     # sentence naming the annual report leads
     assert _ranked(nodes, question, EvidenceConfig(instruction_weight=1.0, page_weight=0.0))[0] == \

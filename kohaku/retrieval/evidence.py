@@ -102,7 +102,7 @@ class EvidenceConfig:
     # 1 / (page_k + rank) over the *other* pooled nodes of its page ranked by the score above
     # (a page discussing the asked topic in several passages before a page naming it once);
     # 0 = off
-    page_weight: float = 1.0
+    page_weight: float = 0.0
     page_k: float = 6.0  # the rank constant of the page support's votes
     # keep the nodes ranked past the pool after it (false: the context is filled from the
     # rescored pool alone, which is faster and, with pool 300, as good on WattBot)
