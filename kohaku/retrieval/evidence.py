@@ -19,6 +19,14 @@ For each (question, attempt) the first ``pool`` nodes of the fused ranking are r
           + number_weight  * [the node holds a number]   (numeric answer units only)
           + doc_weight     * [the node's document is named by the question: title words,
                              "<Author> et al."]
+          + heading_weight * idf share of the question's terms in the node's section title
+          + count_weight   * [a number followed by the noun the question counts, or a table
+                             row labelled with it: "How many patents" -> "1,247 patents"]
+          + page_weight    * the support of the node's page (the other pooled nodes on it)
+
+The question's terms found only in its answer-format instructions, and the words naming the
+documents its search was restricted to, count ``instruction_weight`` and ``named_weight`` of
+their idf (kohaku/retrieval/focus.py, :func:`term_factors`).
 
 and the pool is re-sorted by it (ties by the old rank); nodes past the pool keep their order
 after it. Everything is computed from the node texts, the question and its answer unit: no
@@ -101,7 +109,7 @@ class EvidenceConfig:
     # pages as units: each pooled node gains page_weight * its page's support, the sum of
     # 1 / (page_k + rank) over the *other* pooled nodes of its page ranked by the score above
     # (a page discussing the asked topic in several passages before a page naming it once);
-    # 0 = off
+    # 0 = off (the default: 1 gained WattBot two questions but cost FinanceBench two)
     page_weight: float = 0.0
     page_k: float = 6.0  # the rank constant of the page support's votes
     # keep the nodes ranked past the pool after it (false: the context is filled from the

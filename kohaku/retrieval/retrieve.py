@@ -93,9 +93,10 @@ class RetrieveConfig(RenderConfig):
     # 1/(page_k + rank) over their rows in the first page_pool ranked (vote), or of their best
     # row (rank); prose keeps its place; none keeps the ranking's order
     pages: str = "vote"
-    # the words naming the documents a question's search is restricted to (its company: the
-    # document prior's entity values, kohaku/retrieval/docprior.py) are left out of its BM25
-    # queries within them: they picked the report, in it they pick the cover and signatures
+    # true: the words naming the documents a question's search is restricted to (its company:
+    # the document prior's entity values, kohaku/retrieval/docprior.py) are left out of its
+    # BM25 queries within them (they picked the report; in it they pick the cover). Off: it cost
+    # FinanceBench's quotes two questions (docs/design.md, issue 47)
     bm25_drop_named: bool = False
     page_k: float = 6.0
     page_pool: int = 200
