@@ -25,13 +25,13 @@ from typing import Any, Callable
 
 import polars as pl
 
-from kohaku.core.cells import read_csv_str
 from kohaku.core.config import ConfigError
 from kohaku.core.errors import MetricError
 from kohaku.tasks import registry
 from kohaku.tasks.catalog import DEFAULT_VARIANT
 from kohaku.tasks.builtin import MetricEnv, is_blank_answer
 from kohaku.tasks.io import read_rows
+from kohaku.tasks.submissions import read_submission
 from kohaku.tasks.spec import ScoreSpec, Task
 
 log = logging.getLogger("kohaku.score")
@@ -147,7 +147,10 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     spec = task.solutions
     sol = read_rows(solutions, spec.format, "solutions", skip_blank_lines=True)
     _require(sol, {"task.solutions.id": spec.id, "task.solutions.answer": spec.answer}, solutions, "solutions file")
-    sub = read_csv_str(submission)
+    kinds = task.answer.kinds
+    kind_col = kinds.column if kinds.enabled and kinds.column in sol.columns else None
+    sub = read_submission(submission, task, kinds_by_qid=None if kind_col is None else dict(
+        zip(sol[spec.id].str.strip_chars(), sol[kind_col]))).rows
     id_col, value_col = submission_columns(task)
     _require(sub, {"the id column": id_col, "the value column": value_col}, submission, "submission")
     warnings: list[str] = []
