@@ -202,6 +202,7 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     coverage: dict[str, int] = {}
     score = 0.0
     set_values: dict[str, float] = {}
+    set_metric: list[dict[str, Any]] = []
     for i, m in enumerate(task.score.metric_specs):
         fn = registry.lookup("metric", m.fn, f"task.score.metrics[{i}].fn")
         if m.level == "set":
@@ -210,6 +211,9 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
                 raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) is a set-level metric and "
                                   f"returned {type(value).__name__}; return one number for all rows")
             set_values[m.name] = float(value)
+            set_columns, entry = set_statistic(m, rows, float(value))
+            columns.update(set_columns)
+            set_metric.append(entry)
             components[m.name] = float(value)
             coverage[m.name] = len(rows)
             score += m.weight * float(value)
@@ -231,7 +235,8 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         components[m.name] = value
         score += m.weight * (value or 0.0)
         metric.append({"name": m.name, "column": m.name, "weight": m.weight,
-                       "over": f"{m.name}_covered", "empty": None})
+                       "over": f"{m.name}_covered", "empty": None,
+                       **({"combine": "sum"} if task.score.combine == "sum" else {})})
     if task.score.round is not None:
         digits, how = task.score.round, task.score.rounding
         components = {k: None if v is None else round_score(v, digits, how) for k, v in components.items()}
@@ -242,6 +247,7 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     schema: dict[str, Any] = {"qid": pl.String, "question": pl.String, "truth": pl.String,
                               "pred": pl.String, "pred_blank": pl.Boolean, "missing": pl.Boolean}
     table = pl.DataFrame([{k: r[k] for k in schema} for r in rows], schema=schema)
+    table = table.with_columns(*cited_pages(task, rows))
     for name, values in columns.items():
         table = table.with_columns(pl.Series(name, values, dtype=pl.Boolean if name.endswith("_covered")
                                              else pl.Float64))
@@ -254,8 +260,74 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         details["set_level"] = sorted(set_values)
     if task.score.round is not None:
         details["round"] = {"decimals": task.score.round, "rounding": task.score.rounding}
+    metric += set_metric
     return TaskScore(task.name, "components", score, components, metric, len(rows), len(missing),
                      len(extra), table, errors, details, warnings)
+
+
+def na_flags(rows: list[dict[str, Any]], params: dict[str, Any]) -> tuple[list[bool], list[bool]]:
+    """(gold, predicted) not-answerable flags of the ``na_f1`` metric (kohaku.tasks.builtin): the
+    gold answer is ``params.token``; the prediction is that token or blank."""
+    token = str(params.get("token", "is_blank")).strip().lower()
+    gold = [(r["truth"] or "").strip().lower() == token for r in rows]
+    pred = [bool(r["pred_blank"]) or (r["pred"] or "").strip().lower() == token for r in rows]
+    return gold, pred
+
+
+#: set-level metrics whose value the reports can recompute on a resample of the questions:
+#: metric fn -> (per-question class flags (gold, predicted), the statistic named by params.average)
+SET_DECOMPOSED: dict[str, tuple[Callable[..., tuple[list[bool], list[bool]]], dict[str, str]]] = {
+    "na_f1": (na_flags, {"positive": "f1", "macro": "f1_macro"}),
+}
+
+
+def set_statistic(m: Any, rows: list[dict[str, Any]], value: float) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The per-question columns and the metric entry of a set-level component, so the reports
+    bootstrap the set statistic itself (kohaku.tasks.components): the F1's counts per question
+    (``<name>_tp``, ``_fp``, ``_fn``, ``_tn``), or for a metric kohaku cannot decompose (or whose
+    counts do not give its value back) its value on every row (``stat: fixed``)."""
+    entry = {"name": m.name, "column": m.name, "weight": m.weight, "over": None, "empty": None}
+    known = SET_DECOMPOSED.get(m.fn)
+    stat = known[1].get(str(m.params.get("average", "positive"))) if known else None
+    if known and stat:
+        gold, pred = known[0](rows, m.params)
+        counts = {"tp": [float(g and p) for g, p in zip(gold, pred)],
+                  "fp": [float(p and not g) for g, p in zip(gold, pred)],
+                  "fn": [float(g and not p) for g, p in zip(gold, pred)],
+                  "tn": [float(not g and not p) for g, p in zip(gold, pred)]}
+        def f1(tp: float, fp: float, fn: float) -> float:
+            return 1.0 if tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
+
+        t = {k: sum(v) for k, v in counts.items()}
+        again = f1(t["tp"], t["fp"], t["fn"])
+        if stat == "f1_macro":
+            again = (again + f1(t["tn"], t["fn"], t["fp"])) / 2
+        if abs(again - value) <= 1e-9:
+            parts = ("tp", "fp", "fn", "tn") if stat == "f1_macro" else ("tp", "fp", "fn")
+            return {f"{m.name}_{k}": counts[k] for k in parts}, {**entry, "stat": stat}
+        log.warning("set-level metric %s (%s): its counts give %s, not its value %s; the reports "
+                    "keep its value on every resample", m.name, m.fn, again, value)
+    return {m.name: [value] * len(rows)}, {**entry, "stat": "fixed"}
+
+
+def cited_pages(task: Task, rows: list[dict[str, Any]]) -> list[pl.Series]:
+    """``truth_refs`` and ``pred_refs``: the gold and the cited references or pages of each
+    question as the files write them (the solutions' ``task.solutions.refs`` column, else the
+    gold column a page metric reads; the submission's refs or pages column, else the column a
+    page metric reads), for the reports' flipped questions."""
+    defaults = {"page_pools": "pools", "page_prf": "pages"}     # their params.gold defaults
+    page_metrics = [m for m in task.score.metric_specs if m.fn in defaults]
+    gold = task.solutions.refs or next((m.params.get("gold", defaults[m.fn]) for m in page_metrics), None)
+    by_source = {s: c for c, s in task.submission.columns.items()}
+    pred = by_source.get("refs") or by_source.get("ref_pages") or next(
+        (m.params.get("pred", "pages") for m in page_metrics), None)
+    out = []
+    for name, side, column in (("truth_refs", "solution", gold), ("pred_refs", "submission", pred)):
+        if column is None:
+            continue
+        out.append(pl.Series(name, [None if (r.get(side) or {}).get(column) is None else str(r[side][column])
+                                     for r in rows], dtype=pl.String))
+    return out
 
 
 def score_submission(task: Task, solutions: str | Path, submission: str | Path, *,
