@@ -62,6 +62,16 @@ def split_page(ref: str) -> tuple[str, int]:
     return doc, int(page)
 
 
+def based_pages(items: list[str], base: int) -> list[str]:
+    """``doc:page`` items (pages from 1, as ``ref_pages`` holds them) numbered from ``base``
+    (``task.submission.page_base``), as every writer writes them."""
+    out = []
+    for item in items:
+        doc, page = split_page(item)
+        out.append(f"{doc}:{page - 1 + base}")
+    return out
+
+
 def with_references(answers: pl.DataFrame, table: dict[str, dict[str, str]] | None,
                     spec: SubmissionSpec) -> pl.DataFrame:
     """``references``: each answer's ``ref_pages`` as a JSON list of objects with
@@ -90,7 +100,7 @@ def with_references(answers: pl.DataFrame, table: dict[str, dict[str, str]] | No
 
 
 def _source(source: str, a: dict[str, Any], q: dict[str, Any], fields: dict[str, Any],
-            fixed: dict[str, Any]) -> Any:
+            fixed: dict[str, Any], page_base: int) -> Any:
     if source == "typed_value":
         return json.loads(a["value_json"]) if a.get("value_json") else (
             None if a["is_blank"] else a["answer_value"])
@@ -98,6 +108,8 @@ def _source(source: str, a: dict[str, Any], q: dict[str, Any], fields: dict[str,
         return json.loads(a.get("references") or "[]")
     if source == "kind":
         return a.get("kind") or ""
+    if source == "ref_pages":
+        return based_pages(list(a.get("ref_pages") or []), page_base)
     if source in fixed:
         return fixed[source](a, q)
     if source in fields:
@@ -117,7 +129,7 @@ def json_document(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submissi
     for q in questions.to_dicts():
         a = by_qid[q["qid"]]
         fields = json.loads(a.get("fields") or "{}")
-        items.append({key: _source(src, a, q, fields, fixed) for key, src in spec.answer.items()})
+        items.append({key: _source(src, a, q, fields, fixed, spec.page_base) for key, src in spec.answer.items()})
     return {**spec.document, spec.answers_key: items}
 
 

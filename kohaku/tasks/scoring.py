@@ -183,6 +183,8 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         rows.append({"qid": qid, "question": question, "truth": s[spec.answer] or "", "pred": pred,
                      "pred_blank": p is None or is_blank_answer(pred, task.submission.blank, blanks),
                      "missing": p is None,
+                     # no row, or an empty value cell: every metric gives it score.unanswered
+                     "unanswered": p is None or not (pred or "").strip(),
                      # the whole rows: every column of the solution and of the submission (None:
                      # no row), for metrics that read references, pages or per-question columns
                      "solution": s, "submission": p})
@@ -195,7 +197,7 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     for w in warnings:
         log.warning(w)
     stats: dict[str, Any] = {}
-    env = MetricEnv(backend=backend, cache=cache, stats=stats)
+    env = MetricEnv(backend=backend, cache=cache, stats=stats, task=task)
     columns: dict[str, list[Any]] = {}
     components: dict[str, float | None] = {}
     metric: list[dict[str, Any]] = []
@@ -222,6 +224,9 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         if len(values) != len(rows):
             raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) returned {len(values)} values for "
                               f"{len(rows)} questions")
+        # one rule for every metric: an unanswered question it covers scores score.unanswered
+        values = [v if v is None or not r["unanswered"] else task.score.unanswered
+                  for v, r in zip(values, rows)]
         covered = [v is not None for v in values]
         columns[m.name] = [None if v is None else float(v) for v in values]
         columns[f"{m.name}_covered"] = covered
