@@ -74,7 +74,9 @@ def _file_inputs(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="score",
-    version="3",
+    # 4: a task's table holds the cited pages (truth_refs, pred_refs) and a set-level metric's
+    # counts; its metric says how components combine (sum) and which are set statistics
+    version="4",
     inputs=("vote",),
     # llm: the judge metric's model (the run's; infer's key holds it already, so no extra misses)
     config_keys=("corpus.solutions", "score", "task.name", "task.solutions", "task.score",
