@@ -33,7 +33,7 @@ from kohaku.report.paired import resample_scores
 from kohaku.runner.pipeline import compose_config, run_pipeline
 from kohaku.tasks import load_task
 from kohaku.tasks.refs import na_f1
-from kohaku.tasks.scoring import score_submission
+from kohaku.tasks.scoring import round_score, score_submission
 from kohaku.tasks.submissions import detect_format, read_submission
 
 TASK = load_task("cited_pages")
@@ -242,3 +242,27 @@ def test_a_set_level_f1_is_bootstrapped_as_the_set_statistic():
         want = (sum(t["answer"][int(i)] + t["pages"][int(i)] for i in idx)
                 + 0.5 * na_f1([gold[int(i)] for i in idx], [pred[int(i)] for i in idx]))
         assert float(resample_scores(m, counts)[0, 0]) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("average, fn, stat", [("macro", "na_f1", "f1_macro"),
+                                               ("positive", "kohaku.tasks.builtin:na_f1_metric", "fixed")])
+def test_a_macro_f1_is_resampled_and_an_unknown_set_metric_is_kept_fixed(average, fn, stat):
+    task = load_task("pages_example")
+    na = task.score.metrics[2]
+    task.score.metrics[2] = {**na, "fn": fn, "params": {**na["params"], "average": average}}
+    sol, subs = SAMPLE / "pages_example" / "solutions.csv", [SAMPLE / "pages_example" / f"submission_{x}.csv"
+                                                              for x in "ab"]
+    results = [score_submission(task, sol, s) for s in subs]
+    assert [next(c for c in r.metric if c["name"] == "na")["stat"] for r in results] == [stat, stat]
+    scored = [score_with_task(task, sol, s) for s in subs]
+    m = score_matrix([Config(x, [s.table], [str(p)], s.metric) for x, s, p in zip("ab", scored, subs)])
+    assert [round_score(float(x), 1) for x in m.scores()] == [r.score for r in results]   # half up
+    t = results[0].table
+    gold = [(x or "").strip().lower() == "n/a" for x in t["truth"].to_list()]
+    pred = [bool(b) or (x or "").strip().lower() == "n/a" for x, b in zip(t["pred"].to_list(), t["pred_blank"].to_list())]
+    idx = np.array([0, 0, 1, 2, 4, 4, 6, 7])
+    counts = np.bincount(idx, minlength=t.height).astype(float)[None, :]
+    na_part = (na_f1([gold[i] for i in idx], [pred[i] for i in idx], average) if stat != "fixed"
+               else results[0].components["na"])
+    want = sum(t["answer"][int(i)] + t["pages"][int(i)] for i in idx) + 0.5 * na_part
+    assert float(resample_scores(m, counts)[0, 0]) == pytest.approx(want)
