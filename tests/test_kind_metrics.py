@@ -231,3 +231,49 @@ def test_every_writer_counts_pages_from_the_tasks_base_and_renders_the_kind(tmp_
     assert [a["value"] for a in doc["answers"]] == [7, True, ["a", "b"], "Site A"]
     one = replace(sub, page_base=1, schema=None)
     assert columns_writer(answers, questions, one, tmp_path / "one.csv")["pages"].to_list()[0] == '["d:1", "d:2"]'
+
+
+# -- the task checked whole when the config is composed ---------------------------------------
+
+EXAMPLE = ["task=cited_pages", "corpus.questions=cited_pages/questions.csv",
+           "corpus.solutions=cited_pages/answers.csv", "llm=fake", "embed.model=hash:64"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("~task.submission.answer.question_id", "needs task.submission.answer"),   # the id's key gone
+    ("+task.submission.answer.v=valu", "task.submission.answer.v='valu' is no answer field"),
+    ("task.score.metrics.0.params.kinds.names.measure=anls", r"kinds\.names\.measure='anls'"),
+    ("task.score.metrics.1.params.pred=cited", r"metrics\[1\]\.params\.pred='cited': task.submission.columns"),
+    ("task.score.metrics.1.params.gold=pool", r"params\.gold='pool': the solutions file has no such column"),
+    ("task.score.metrics.1.params.repeats=twice", r"params\.repeats='twice'"),
+    ("+task.score.metrics.1.params.page_base=1", "disagrees with task.submission.page_base=0"),
+    ("task.answer.kinds.column=type", r"task.answer.kinds.column='type': .*questions.csv has no such column"),
+    ("task.score.metrics.0.fn=kind_values", r"task.score.metrics\[0\].fn='kind_values' is unknown"),
+])
+def test_a_task_missing_a_key_fails_before_any_stage_runs(tmp_path, override, message):
+    from kohaku.runner.pipeline import compose_config, run_pipeline
+
+    cfg = compose_config([*EXAMPLE, f"cache.dir={tmp_path / 'cache'}", override])
+    with pytest.raises(ConfigError, match=message):
+        run_pipeline(cfg, tmp_path / "run")
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()   # nothing ran
+
+
+def test_questions_as_a_json_array_read_like_json_lines(tmp_path):
+    from kohaku.core.errors import CorpusError
+    from kohaku.tasks.io import read_questions
+    from kohaku.tasks.spec import QuestionsSpec
+
+    spec = QuestionsSpec(format="json", id="id", question="text", fields=[])
+    array = tmp_path / "q.json"
+    array.write_text(json.dumps([{"id": "a1", "text": "How many?", "kind": "number", "n": 3},
+                                 {"id": "a2", "text": "Who?", "kind": "name", "n": None}]))
+    lines = tmp_path / "q.jsonl"
+    lines.write_text("\n".join(json.dumps(o) for o in json.loads(array.read_text())))
+    got = read_questions(array, spec)
+    assert got.to_dicts() == [{"qid": "a1", "question": "How many?", "kind": "number", "n": "3"},
+                              {"qid": "a2", "question": "Who?", "kind": "name", "n": ""}]
+    assert read_questions(lines, QuestionsSpec(format="jsonl", id="id", question="text", fields=[])).equals(got)
+    array.write_text('[{"id": "a1", "text": "x"}, 7]')
+    with pytest.raises(CorpusError, match="item 1 of questions is a JSON int"):
+        read_questions(array, spec)
