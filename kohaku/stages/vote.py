@@ -59,7 +59,7 @@ def files(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="vote",
-    version="1",
+    version="2",   # 2: answers rendered by kind with keep_surface; CSV pages from submission.page_base
     # retrieve and tree: the pages of task.references=doc_page (infer's key holds them already)
     inputs=("questions", "infer", "parse", "retrieve", "tree"),
     config_keys=("vote", "task.vote", "task.answer.value", "task.answer.abstention", "task.answer.fallback",

@@ -6,7 +6,9 @@ kohaku/tasks/<name>/), or
 
 - ``components``: a weighted sum of named metrics (``task.score.metrics``), each the mean over
   the questions it covers (a metric returns None for a question it does not cover: numeric
-  match on a question whose gold answer is no amount). A component over no question is 0.
+  match on a question whose gold answer is no amount), or their total (``score.combine: sum``).
+  A component over no question is 0. A question the submission leaves unanswered (no row, an
+  empty value cell) scores ``task.score.unanswered`` (0) on every metric that covers it.
 
 Both give a :class:`TaskScore`: the per-question table (one column per component, and
 ``<name>_covered`` for the components that cover a subset), the summary for ``scores.json``

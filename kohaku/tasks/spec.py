@@ -40,7 +40,7 @@ from kohaku.retrieval.gold import GoldSpec
 from kohaku.core.values import MODEL_BLANK_TOKENS
 from kohaku.tasks.catalog import default_names
 
-FORMATS = ("csv", "jsonl")
+FORMATS = ("csv", "jsonl", "json")   # jsonl and json: JSON lines or one JSON array of objects
 FIELD_TYPES = ("text", "number", "list", "choice", "refs")
 ABSTENTION = ("allowed", "never")
 ORDERS = ("context_first", "question_first")
@@ -59,7 +59,7 @@ KIND_PROMPT_FIELDS = ("kind", "kind_instruction")
 
 @dataclass
 class QuestionsSpec:
-    format: str = "csv"               # csv | jsonl
+    format: str = "csv"               # csv | jsonl | json (either: JSON lines or a JSON array of objects)
     id: str = "id"                    # question id column (becomes qid)
     question: str = "question"        # question text column
     fields: list[str] = field(default_factory=lambda: ["answer_unit"])  # columns prompts may use
@@ -276,7 +276,7 @@ class SubmissionSpec:
 
 @dataclass
 class SolutionsSpec:
-    format: str | None = None         # csv | jsonl; null: from the file's extension
+    format: str | None = None         # csv | jsonl | json; null: from the file's extension
     id: str = "id"
     answer: str = "answer_value"      # the gold answer column
     refs: str | None = "ref_id"       # gold document ids, or null
