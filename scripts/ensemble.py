@@ -35,7 +35,8 @@ from kohaku.core.config import ConfigError  # noqa: E402
 from kohaku.core.errors import KohakuError  # noqa: E402
 from kohaku.answer.ensemble import ensemble_submissions  # noqa: E402
 from kohaku.answer.voting import REF_MODES, TIEBREAKS, VoteConfig  # noqa: E402
-from kohaku.tasks.wattbot.submission import SubmissionError, read_csv_str, require_columns, write_submission  # noqa: E402
+from kohaku.tasks.submissions import require_csv  # noqa: E402
+from kohaku.tasks.wattbot.submission import read_csv_str, require_columns, write_submission  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             meta = read_csv_str(args.metadata)
             require_columns(meta, ("id", "url"), str(args.metadata))
             urls = {r["id"].strip(): r["url"].strip() for r in meta.to_dicts() if r["id"].strip()}
-        frames = [read_csv_str(p) for p in args.inputs]
+        frames = [read_csv_str(require_csv(p, 'ensemble.py without --task')) for p in args.inputs]
         answers, submission = ensemble_submissions(frames, cfg, urls, [str(p) for p in args.inputs])
         write_submission(submission, args.out)
     except (KohakuError, FileNotFoundError) as exc:

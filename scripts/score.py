@@ -57,8 +57,12 @@ import polars as pl  # noqa: E402
 
 from kohaku.core.config import ConfigError  # noqa: E402
 from kohaku.core.errors import KohakuError  # noqa: E402
+from kohaku.tasks.submissions import require_csv  # noqa: E402
 from kohaku.tasks.wattbot.diagnosis import classify, error_lines, error_summary  # noqa: E402
 from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, MetricError, ScoreResult, score_files  # noqa: E402
+
+
+WITHOUT_TASK = "score.py without --task"
 
 
 def _fmt(x: float | None) -> str:
@@ -188,9 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     if task is not None:
         return score_task(args, task)
     try:
-        result = score_files(args.solutions, args.submission, args.variant, subset=args.subset,
+        result = score_files(args.solutions, require_csv(args.submission, WITHOUT_TASK), args.variant, subset=args.subset,
                              strict=args.strict)
-    except (MetricError, FileNotFoundError) as exc:
+    except (KohakuError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     table = classify(result.table)
@@ -222,7 +226,8 @@ def score_many(args: argparse.Namespace, task) -> int:
     for path in args.submissions:
         try:
             if task is None:
-                r = score_files(args.solutions, path, args.variant, subset=args.subset, strict=args.strict)
+                r = score_files(args.solutions, require_csv(path, WITHOUT_TASK), args.variant, subset=args.subset,
+                                strict=args.strict)
                 rows.append({"submission": path, "score": r.score, "components": {
                     "value": r.value, "ref": r.ref, "na": r.na}, "n": r.n, "n_missing": r.n_missing})
             else:

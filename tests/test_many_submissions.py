@@ -266,3 +266,9 @@ def test_a_macro_f1_is_resampled_and_an_unknown_set_metric_is_kept_fixed(average
                else results[0].components["na"])
     want = sum(t["answer"][int(i)] + t["pages"][int(i)] for i in idx) + 0.5 * na_part
     assert float(resample_scores(m, counts)[0, 0]) == pytest.approx(want)
+
+
+def test_a_json_document_without_the_task_is_refused_naming_the_file():
+    done = script("score.py", SAMPLE / "solutions.csv", TEAMS[0])
+    assert done.returncode == 2
+    assert f"error: {TEAMS[0]} is a JSON document" in done.stderr and "--task" in done.stderr

@@ -186,3 +186,12 @@ def read_submission(path: str | Path, task: Task, fmt: str | None = None,
     df = pl.DataFrame([{c: r.get(c, spec.blank) for c in columns} for r in rows],
                       schema={c: pl.String for c in columns})
     return SubmissionFile(path, "json", df, items, header)
+
+
+def require_csv(path: str | Path, reader: str) -> Path:
+    """``path``, refused with an error naming it when it is a JSON document (``reader`` reads
+    only CSV: the default task's scorer and ensemble)."""
+    if detect_format(path) == "json":
+        raise SubmissionError(f"{path} is a JSON document; {reader} reads the default task's CSV: "
+                              "give --task with the task whose writer wrote it")
+    return Path(path)
