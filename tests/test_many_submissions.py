@@ -272,3 +272,18 @@ def test_a_json_document_without_the_task_is_refused_naming_the_file():
     done = script("score.py", SAMPLE / "solutions.csv", TEAMS[0])
     assert done.returncode == 2
     assert f"error: {TEAMS[0]} is a JSON document" in done.stderr and "--task" in done.stderr
+
+
+def test_csv_and_json_members_make_one_json_document(run, tmp_path):
+    out = tmp_path / "mixed.json"
+    done = script("ensemble.py", "--task", "cited_pages", "--out", out, run.run_dir / "submission.csv", *TEAMS[:2])
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(out.read_text())["answers"]
+    assert [a["question_id"] for a in answers] == [f"q{i:03d}" for i in range(1, 15)]
+    refs = [r for a in answers for r in a["references"]]
+    assert refs and all(set(r) == {"doc", "page_index"} and isinstance(r["page_index"], int) for r in refs)
+    # where teams a and b write the same value, two of three agree: the ensemble writes it
+    mine = {a["question_id"]: a["value"] for a in answers}
+    a_rows, b_rows = ({a["question_id"]: a["value"] for a in json.loads(p.read_text())["answers"]} for p in TEAMS[:2])
+    agree = [q for q in mine if a_rows[q] == b_rows[q]]
+    assert len(agree) == 7 and all(mine[q] == a_rows[q] for q in agree)

@@ -167,8 +167,8 @@ def _ensemble(members: list[SubmissionFile], task: Task, cfg: VoteConfig | None,
             row[refs_col] = _list_cell(refs, spec)
         rows_out.append(row)
         obj = json.loads(a["object"]) if (a["object"] or "").startswith("{") else {}
-        objects.append(_answer_object(task, qid, a, obj, refs, [refs_of.get(r, r) for r in refs],
-                                      kind_of.get(qid)))
+        objects.append(_answer_object(task, qid, a, obj, refs, [refs_of.get(r) or _reference(r, task)
+                                                                for r in refs], kind_of.get(qid)))
     return answers.drop("row", "object"), rows_out, objects
 
 
@@ -188,6 +188,16 @@ def _reference_objects(members: list[SubmissionFile], task: Task, refs_col: str 
                 for item in _list(flat or "", task.submission.list_format):
                     out.setdefault(item, ref)
     return out
+
+
+def _reference(item: str, task: Task) -> Any:
+    """A reference object rebuilt from a CSV's ``doc:page`` item where the task's reference
+    objects hold only the document id and the page (else the item as written)."""
+    spec = task.submission.reference
+    doc, _, page = item.rpartition(":")
+    if not spec or not set(spec.values()) <= {"doc_id", "page"} or not page.strip().lstrip("-").isdigit():
+        return item
+    return {key: doc if source == "doc_id" else int(page) for key, source in spec.items()}
 
 
 def _answer_object(task: Task, qid: str, a: dict[str, Any], obj: dict[str, Any], refs: list[str],
