@@ -13,7 +13,9 @@ kohaku/tasks/<name>/), or
 Both give a :class:`TaskScore`: the per-question table (one column per component, and
 ``<name>_covered`` for the components that cover a subset), the summary for ``scores.json``
 and ``metric``: the components with their table column, weight and the boolean column of the
-questions each covers, which is all the reports need to recompute the score on a resample.
+questions each covers (``combine: sum`` for a task scored in points; a set-level metric as a set
+statistic with its per-question counts, :func:`set_statistic`), which is all the reports need to
+recompute the score on a resample.
 """
 
 from __future__ import annotations
@@ -288,6 +290,10 @@ SET_DECOMPOSED: dict[str, tuple[Callable[..., tuple[list[bool], list[bool]]], di
 }
 
 
+def _f1(tp: float, fp: float, fn: float) -> float:
+    return 1.0 if tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
+
+
 def set_statistic(m: Any, rows: list[dict[str, Any]], value: float) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     """The per-question columns and the metric entry of a set-level component, so the reports
     bootstrap the set statistic itself (kohaku.tasks.components): the F1's counts per question
@@ -302,13 +308,10 @@ def set_statistic(m: Any, rows: list[dict[str, Any]], value: float) -> tuple[dic
                   "fp": [float(p and not g) for g, p in zip(gold, pred)],
                   "fn": [float(g and not p) for g, p in zip(gold, pred)],
                   "tn": [float(not g and not p) for g, p in zip(gold, pred)]}
-        def f1(tp: float, fp: float, fn: float) -> float:
-            return 1.0 if tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
-
         t = {k: sum(v) for k, v in counts.items()}
-        again = f1(t["tp"], t["fp"], t["fn"])
+        again = _f1(t["tp"], t["fp"], t["fn"])
         if stat == "f1_macro":
-            again = (again + f1(t["tn"], t["fn"], t["fp"])) / 2
+            again = (again + _f1(t["tn"], t["fn"], t["fp"])) / 2
         if abs(again - value) <= 1e-9:
             parts = ("tp", "fp", "fn", "tn") if stat == "f1_macro" else ("tp", "fp", "fn")
             return {f"{m.name}_{k}": counts[k] for k in parts}, {**entry, "stat": stat}
