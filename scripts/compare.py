@@ -63,7 +63,7 @@ def scorer(args: argparse.Namespace):
         from kohaku.tasks import load_task
 
         task = load_task(args.task)
-        return lambda path: score_with_task(task, args.solutions, path, args.variant)
+        return lambda path: score_with_task(task, args.solutions, path, args.variant, args.submission_format)
     if args.solutions is None:
         return lambda path: read_run(path, args.variant)
     solutions = read_csv_str(args.solutions)
@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
                              "own scores.parquet)")
     parser.add_argument("--task", help="the task (name or YAML) whose scorer scores the sources "
                                        "(default: WattBot's metric)")
+    parser.add_argument("--submission-format", choices=("csv", "json"), default=None,
+                        help="with --task: the sources' format (default: detected; a .json file or one "
+                             "that starts with { or [ is the task's JSON document)")
     parser.add_argument("--variant", choices=VARIANTS, default=None,
                         help="WattBot's metric variant (default wattbot; runs' own: their scores.json's)")
     parser.add_argument("--all-pairs", action="store_true", help="compare every pair, not only against the first")

@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path,
                         help="the task's questions file: each question's answer kind (default: the "
                              "submissions' kind column)")
+    parser.add_argument("--submission-format", choices=("csv", "json"),
+                        help="with --task: the inputs' format (default: detected; a .json file or one "
+                             "that starts with { or [ is the task's JSON document)")
     parser.add_argument("--format", choices=("csv", "json"),
                         help="output format with --task (default: json for an --out ending in .json, else csv)")
     args = parser.parse_args(argv)
@@ -109,7 +112,7 @@ def _ensemble_task(task, cfg: VoteConfig, args: argparse.Namespace):
     questions = None
     if args.questions:
         questions = read_questions(args.questions, task.questions)
-    members = [read_submission(p, task) for p in args.inputs]
+    members = [read_submission(p, task, args.submission_format) for p in args.inputs]
     names = [str(p) for p in args.inputs]
     fmt = args.format or ("json" if args.out.suffix.lower() == ".json" else "csv")
     if fmt == "json":

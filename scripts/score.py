@@ -7,9 +7,10 @@ Usage:
                           [--set corpus.root=/data ...]
   python scripts/score.py SOLUTIONS SUB1 SUB2 ... [--task ...] [--format text|csv|json] [--out FILE]
 
-A submission is a CSV, or with ``--task`` also the task's JSON writer's document (a ``.json``
-file or one that starts with ``{`` or ``[``: kohaku/tasks/submissions.py reads its answer objects
-as the flat columns the task's CSV has, so both score the same).
+A submission is a CSV, or with ``--task`` also the task's JSON writer's document (detected: a
+``.json`` file or one that starts with ``{`` or ``[``; or told: ``--submission-format``;
+kohaku/tasks/submissions.py reads its answer objects as the flat columns the task's CSV has, so
+both score the same).
 
 Several submissions are scored in one call (one process, the task built once) into one table:
 a row per submission with its score, each component (a summed task's in points) and the number
@@ -59,7 +60,7 @@ from kohaku.core.config import ConfigError  # noqa: E402
 from kohaku.core.errors import KohakuError  # noqa: E402
 from kohaku.tasks.submissions import require_csv  # noqa: E402
 from kohaku.tasks.wattbot.diagnosis import classify, error_lines, error_summary  # noqa: E402
-from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, MetricError, ScoreResult, score_files  # noqa: E402
+from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, ScoreResult, score_files  # noqa: E402
 
 
 WITHOUT_TASK = "score.py without --task"
@@ -151,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("submissions", nargs="+", metavar="submission",
                         help="submission CSV (id, answer_value, ref_id, explanation, ...) or, with --task, "
                              "the task's JSON document; several: one table")
+    parser.add_argument("--submission-format", choices=("csv", "json"), default=None,
+                        help="with --task: the submissions' format (default: detected; a .json file or "
+                             "one that starts with { or [ is the task's JSON document)")
     parser.add_argument("--format", choices=("text", "csv", "json"), default=None,
                         help="the table of scores as text, CSV or JSON (default: text for several "
                              "submissions, the full report for one)")
@@ -234,7 +238,7 @@ def score_many(args: argparse.Namespace, task) -> int:
                 from kohaku.tasks.scoring import score_submission
 
                 r = score_submission(task, args.solutions, path, variant=args.variant, subset=args.subset,
-                                     strict=args.strict, backend=backend, cache=cache)
+                                     strict=args.strict, backend=backend, cache=cache, fmt=args.submission_format)
                 rows.append({"submission": path, "score": r.score, "components": r.components, "n": r.n,
                              "n_missing": r.n_missing})
         except (KohakuError, FileNotFoundError) as exc:
@@ -270,7 +274,6 @@ def _task(args: argparse.Namespace):
 
 
 def score_task(args: argparse.Namespace, task) -> int:
-    from kohaku.ingest.corpus import CorpusError
     from kohaku.tasks.scoring import score_submission
 
     try:
@@ -285,8 +288,9 @@ def score_task(args: argparse.Namespace, task) -> int:
         elif any(m.fn == "llm_judge" for m in task.score.metric_specs):
             raise ConfigError(f"task {task.name}'s metric asks an LLM judge: give --llm (e.g. --llm fake)")
         result = score_submission(task, args.solutions, args.submission, variant=args.variant,
-                                  subset=args.subset, strict=args.strict, backend=backend, cache=cache)
-    except (ConfigError, CorpusError, MetricError, FileNotFoundError) as exc:
+                                  subset=args.subset, strict=args.strict, backend=backend, cache=cache,
+                                  fmt=args.submission_format)
+    except (KohakuError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -287,3 +287,12 @@ def test_csv_and_json_members_make_one_json_document(run, tmp_path):
     a_rows, b_rows = ({a["question_id"]: a["value"] for a in json.loads(p.read_text())["answers"]} for p in TEAMS[:2])
     agree = [q for q in mine if a_rows[q] == b_rows[q]]
     assert len(agree) == 7 and all(mine[q] == a_rows[q] for q in agree)
+
+
+def test_the_format_told_overrides_the_detection(tmp_path):
+    dat = tmp_path / "team_a.dat"
+    dat.write_text(TEAMS[0].read_text())
+    done = script("score.py", ANSWERS, dat, "--task", "cited_pages", "--submission-format", "json")
+    assert done.returncode == 0 and done.stdout.strip().endswith("score: 17.43"), done.stderr
+    done = script("score.py", ANSWERS, dat, "--task", "cited_pages", "--submission-format", "csv")
+    assert done.returncode == 2 and f"error: {dat}: cannot parse submission as CSV" in done.stderr

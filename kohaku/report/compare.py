@@ -119,13 +119,15 @@ def run_metric(source: str | Path) -> Metric | None:
     return metric_of(scores, where=str(path / "scores.json")) if scores.get("metric") else None
 
 
-def score_with_task(task: Any, solutions: str | Path, source: str | Path, variant: str | None = None) -> Scored:
+def score_with_task(task: Any, solutions: str | Path, source: str | Path, variant: str | None = None,
+                    fmt: str | None = None) -> Scored:
     """One source's submission scored with a task's own scorer
-    (:func:`kohaku.tasks.scoring.score_submission`; its summary names the metric)."""
+    (:func:`kohaku.tasks.scoring.score_submission`; its summary names the metric); ``fmt``: the
+    submission's format (csv | json; None: detected)."""
     from kohaku.tasks.scoring import score_submission
 
     sub = submission_of(source)
-    result = score_submission(task, solutions, sub, variant=variant, subset=False)
+    result = score_submission(task, solutions, sub, variant=variant, subset=False, fmt=fmt)
     summary = result.summary()
     metric = metric_of(summary, variant, f"{sub} (scored with task {getattr(task, 'name', task)})")
     table = result.table

@@ -145,15 +145,17 @@ def _require(df: pl.DataFrame, columns: dict[str, str], path: Path, what: str) -
 
 
 def score_components(task: Task, solutions: Path, submission: Path, variant: str | None, subset: bool,
-                     strict: bool, backend: Callable[[], Any] | None = None, cache: Any = None) -> TaskScore:
+                     strict: bool, backend: Callable[[], Any] | None = None, cache: Any = None,
+                     fmt: str | None = None) -> TaskScore:
     """A weighted sum of the task's named metrics (``task.score.metrics``; see the module doc);
-    ``variant`` and ``strict`` are not used."""
+    ``variant`` and ``strict`` are not used; ``fmt``: the submission's format (csv | json;
+    None: detected, kohaku.tasks.submissions)."""
     spec = task.solutions
     sol = read_rows(solutions, spec.format, "solutions", skip_blank_lines=True)
     _require(sol, {"task.solutions.id": spec.id, "task.solutions.answer": spec.answer}, solutions, "solutions file")
     kinds = task.answer.kinds
     kind_col = kinds.column if kinds.enabled and kinds.column in sol.columns else None
-    sub = read_submission(submission, task, kinds_by_qid=None if kind_col is None else dict(
+    sub = read_submission(submission, task, fmt, kinds_by_qid=None if kind_col is None else dict(
         zip(sol[spec.id].str.strip_chars(), sol[kind_col]))).rows
     id_col, value_col = submission_columns(task)
     _require(sub, {"the id column": id_col, "the value column": value_col}, submission, "submission")
@@ -342,8 +344,11 @@ def cited_pages(task: Task, rows: list[dict[str, Any]]) -> list[pl.Series]:
 
 def score_submission(task: Task, solutions: str | Path, submission: str | Path, *,
                      variant: str | None = None, subset: bool = False, strict: bool = False,
-                     backend: Callable[[], Any] | None = None, cache: Any = None) -> TaskScore:
+                     backend: Callable[[], Any] | None = None, cache: Any = None,
+                     fmt: str | None = None) -> TaskScore:
     """Score ``submission`` against ``solutions`` with ``task``'s scorer (``score.scorer``).
+    ``fmt`` tells the submission's format (csv | json) to the ``components`` scorer (None: it
+    detects it); a competition's own scorer reads its CSV.
     ``variant`` and ``strict`` apply to scorers with variants (a room's; None: the default variant);
     ``backend`` (a function that loads the LLM) and ``cache`` (a generation cache) serve metrics
     that need a model (the LLM judge)."""
@@ -351,5 +356,10 @@ def score_submission(task: Task, solutions: str | Path, submission: str | Path, 
     name = task.score.scorer
     if ":" not in name and name not in registry.names("scorer"):
         raise ConfigError(f"task.score.scorer={name!r}; use {' or '.join(sorted(registry.names('scorer'), reverse=True))}")
+    if fmt is not None and name == "components":
+        return score_components(task, solutions, submission, variant, subset, strict, backend, cache, fmt)
+    if fmt not in (None, "csv"):
+        raise ConfigError(f"task {task.name}'s scorer {name!r} reads CSV submissions; {submission} "
+                          f"was given as {fmt}")
     scorer = registry.lookup("scorer", name, "task.score.scorer")
     return scorer(task, solutions, submission, variant, subset, strict, backend, cache)

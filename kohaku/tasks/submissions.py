@@ -168,7 +168,7 @@ def read_submission(path: str | Path, task: Task, fmt: str | None = None,
     path = Path(path)
     fmt = detect_format(path, fmt)
     if fmt == "csv":
-        return SubmissionFile(path, "csv", csvfile.read_csv_strings(path, "CSV", SubmissionError,
+        return SubmissionFile(path, "csv", csvfile.read_csv_strings(path, "submission", SubmissionError,
                                                                     skip_blank_lines=True))
     spec = task.submission
     if not spec.answer:
