@@ -249,11 +249,13 @@ EXAMPLE = ["task=cited_pages", "corpus.questions=cited_pages/questions.csv",
     ("+task.score.metrics.1.params.page_base=1", "disagrees with task.submission.page_base=0"),
     ("task.answer.kinds.column=type", r"task.answer.kinds.column='type': .*questions.csv has no such column"),
     ("task.score.metrics.0.fn=kind_values", r"task.score.metrics\[0\].fn='kind_values' is unknown"),
+    ("task.gold.file=cited_pages/answers.csv task.gold.page_base=1",
+     r"task.gold.page_base=1 disagrees with task.solutions.page_base=0"),
 ])
 def test_a_task_missing_a_key_fails_before_any_stage_runs(tmp_path, override, message):
     from kohaku.runner.pipeline import compose_config, run_pipeline
 
-    cfg = compose_config([*EXAMPLE, f"cache.dir={tmp_path / 'cache'}", override])
+    cfg = compose_config([*EXAMPLE, f"cache.dir={tmp_path / 'cache'}", *override.split(" ")])
     with pytest.raises(ConfigError, match=message):
         run_pipeline(cfg, tmp_path / "run")
     assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()   # nothing ran
