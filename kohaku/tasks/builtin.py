@@ -92,8 +92,8 @@ def columns_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submiss
         fields = json.loads(a.get("fields") or "{}")
         row = {}
         for column, source in spec.columns.items():
-            if source == "ref_pages":   # counted from submission.page_base, as the JSON writer's
-                value = documents.based_pages(fixed[source](a, q), spec.page_base)
+            if source == "ref_pages":   # the JSON writer's references as doc:page cells
+                value = documents.written_pages(a, spec.page_base)
             elif source in fixed:
                 value = fixed[source](a, q)
             elif source in fields:
