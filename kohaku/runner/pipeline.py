@@ -393,12 +393,11 @@ def check_composed_task(cfg: DictConfig) -> None:
     named functions, writer sources, metric params and the columns they read in the questions
     and solutions files); errors name the key."""
     from kohaku.ingest.corpus import CorpusConfig
+    from kohaku.retrieval.gold import GoldSpec, gold_path
     from kohaku.tasks.whole import check_task
 
     if "task" not in cfg:
         return
-    from kohaku.retrieval.gold import GoldSpec, gold_path
-
     if "corpus" not in cfg:
         check_task(plain(cfg, "task"), "task")
         return
