@@ -229,8 +229,17 @@ def test_every_writer_counts_pages_from_the_tasks_base_and_renders_the_kind(tmp_
     assert [[f"{r['doc']}:{r['page_index']}" for r in a["references"]] for a in doc["answers"]] == \
         [["d:0", "d:1"], ["d:2"], [], ["d:0"]]
     assert [a["value"] for a in doc["answers"]] == [7, True, ["a", "b"], "Site A"]
-    one = replace(sub, page_base=1, schema=None)
-    assert columns_writer(answers, questions, one, tmp_path / "one.csv")["pages"].to_list()[0] == '["d:1", "d:2"]'
+    one = replace(sub, page_base=1, schema=None, reference={})     # no references: ref_pages from 1
+    got = columns_writer(answers.drop("references", "reference_pages"), questions, one, tmp_path / "one.csv")
+    assert got["pages"].to_list()[0] == '["d:1", "d:2"]'
+    # references that name the document by a metadata column: the CSV cites it the same way
+    sha = replace(sub, reference={"pdf_sha1": "sha", "page_index": "page"})
+    with_sha = documents.with_references(answers.drop("references", "reference_pages"),
+                                         {"d": {"id": "d", "sha": "5e1f"}}, sha)
+    df = json_writer(with_sha, questions, sha, tmp_path / "sha" / "submission.csv")
+    assert df["pages"].to_list()[:2] == ['["5e1f:0", "5e1f:1"]', '["5e1f:2"]']
+    doc = json.loads((tmp_path / "sha" / "submission.json").read_text())
+    assert doc["answers"][1]["references"] == [{"pdf_sha1": "5e1f", "page_index": 2}]
 
 
 # -- the task checked whole when the config is composed ---------------------------------------
@@ -249,11 +258,13 @@ EXAMPLE = ["task=cited_pages", "corpus.questions=cited_pages/questions.csv",
     ("+task.score.metrics.1.params.page_base=1", "disagrees with task.submission.page_base=0"),
     ("task.answer.kinds.column=type", r"task.answer.kinds.column='type': .*questions.csv has no such column"),
     ("task.score.metrics.0.fn=kind_values", r"task.score.metrics\[0\].fn='kind_values' is unknown"),
+    ("task.gold.file=cited_pages/answers.csv task.gold.page_base=1",
+     r"task.gold.page_base=1 disagrees with task.solutions.page_base=0"),
 ])
 def test_a_task_missing_a_key_fails_before_any_stage_runs(tmp_path, override, message):
     from kohaku.runner.pipeline import compose_config, run_pipeline
 
-    cfg = compose_config([*EXAMPLE, f"cache.dir={tmp_path / 'cache'}", override])
+    cfg = compose_config([*EXAMPLE, f"cache.dir={tmp_path / 'cache'}", *override.split(" ")])
     with pytest.raises(ConfigError, match=message):
         run_pipeline(cfg, tmp_path / "run")
     assert not (tmp_path / "cache").exists() and not (tmp_path / "run").exists()   # nothing ran

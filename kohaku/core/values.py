@@ -134,12 +134,6 @@ def parse_number(text: str) -> tuple[float, bool] | None:
     return None if num is None else (num[0], num[1] is not None)
 
 
-def number_with_scale(text: str) -> tuple[float, float | None] | None:
-    """(the number, the scale factor it was multiplied by: 1e6 for ``1.5 million``, None
-    without one) or None. Never raises."""
-    return _number(text)
-
-
 def _number(text: str) -> tuple[float, float | None] | None:
     """(value, the magnitude factor it was multiplied by, None without one) or None."""
     s = _norm_name(str(text)).lower()

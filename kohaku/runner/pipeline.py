@@ -393,14 +393,18 @@ def check_composed_task(cfg: DictConfig) -> None:
     named functions, writer sources, metric params and the columns they read in the questions
     and solutions files); errors name the key."""
     from kohaku.ingest.corpus import CorpusConfig
+    from kohaku.retrieval.gold import GoldSpec, gold_path
     from kohaku.tasks.whole import check_task
 
     if "task" not in cfg:
         return
-    corpus = build(CorpusConfig, plain(cfg, "corpus"), "corpus") if "corpus" in cfg else None
-    check_task(plain(cfg, "task"), "task",
-               corpus.questions_path if corpus is not None else None,
-               corpus.solutions_path if corpus is not None else None)
+    if "corpus" not in cfg:
+        check_task(plain(cfg, "task"), "task")
+        return
+    corpus = build(CorpusConfig, plain(cfg, "corpus"), "corpus")
+    gold = build(GoldSpec, plain(cfg, "task.gold"), "task.gold") if select(cfg, "task.gold") is not None else None
+    check_task(plain(cfg, "task"), "task", corpus.questions_path, corpus.solutions_path,
+               gold_path(gold, corpus.root_path) if gold is not None else None)
 
 
 def register_config_schemas(registry: Registry | None = None) -> None:

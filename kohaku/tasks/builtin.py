@@ -9,11 +9,11 @@ Signatures:
 - metric:  ``fn(rows, params, env) -> list[float | None]``: one value per row (None: the metric
   does not cover that question); ``rows`` are dicts with qid, question, truth, pred, pred_blank,
   missing, unanswered (no row or an empty value: the scorer gives it ``task.score.unanswered``
-  whatever the metric returns, unless None), and the whole rows: ``solution`` (every column of the solutions file) and
-  ``submission`` (every column of the submission, None when it has no row for the question);
-  ``env`` gives the LLM backend and generation cache to metrics that need a model, and the
-  task (its answer kinds and page bases). A metric of
-  ``level: set`` returns one number for all rows (an F1 over the set, a total).
+  whatever the metric returns, unless None), and the whole rows: ``solution`` (every column of
+  the solutions file) and ``submission`` (every column of the submission, None when it has no
+  row for the question); ``env`` gives the LLM backend and generation cache to metrics that
+  need a model, and the task (its answer kinds and page bases). A metric of ``level: set``
+  returns one number for all rows (an F1 over the set, a total).
 - classes: ``fn(table) -> (table with answer_kind, error_class, error_detail, summary dict)``
 """
 
@@ -92,8 +92,8 @@ def columns_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submiss
         fields = json.loads(a.get("fields") or "{}")
         row = {}
         for column, source in spec.columns.items():
-            if source == "ref_pages":   # counted from submission.page_base, as the JSON writer's
-                value = documents.based_pages(fixed[source](a, q), spec.page_base)
+            if source == "ref_pages":   # the JSON writer's references as doc:page cells
+                value = documents.written_pages(a, spec.page_base)
             elif source in fixed:
                 value = fixed[source](a, q)
             elif source in fields:

@@ -31,10 +31,9 @@ from typing import Any, Callable
 import polars as pl
 
 from kohaku.core.config import ConfigError
-from kohaku.core.values import format_number
+from kohaku.core.values import format_number, parse_number
 from kohaku.tasks import refs, registry
 from kohaku.tasks.builtin import _list_cell
-from kohaku.tasks.kind_metrics import read_number
 from kohaku.tasks.kinds import list_cell, parse_names
 from kohaku.tasks.catalog import DEFAULT_VARIANT
 from kohaku.tasks.io import read_rows
@@ -193,9 +192,10 @@ def _kind_value(name: str, value: str, type_: str, tol: float, kinds: Any) -> st
     """The gold ``value`` of a kind's ``type_`` perturbed as ``name`` says."""
 
     if type_ == "number":
-        x = read_number(value)
-        if x is None:
+        got = parse_number(value)     # a gold number as written (plain digits)
+        if got is None:
             return value
+        x = got[0]
         return {"inside_tol": format_number(x * (1 + tol / 2)),
                 "outside_tol": format_number(x * (1 + max(2 * tol, 0.05)) + (1 if x == 0 else 0)),
                 "rewritten": (f"{x / 1000:g} thousand" if abs(x) >= 1000

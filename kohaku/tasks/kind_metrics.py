@@ -5,9 +5,10 @@ a solutions column (``params.column``, default ``task.answer.kinds.column``), lo
 in ``task.answer.kinds.types`` and scores the submitted value against the gold one with the
 kind's value metric (``params.kinds.<kind>.metric``; default by the kind's type):
 
-- ``number`` (type number): both read as numbers (kohaku.core.values.parse_number: thousands
-  separators, currency signs, ``%``, scale words and letters ``1.5 million``/``2k``); an amount
-  in parentheses ``(406.1)`` is negative; 1 when ``|pred - gold| <= max(rel_tol * |gold|,
+- ``number`` (type number): both read as amounts (kohaku's amount rules,
+  kohaku.tasks.financebench.accounting.parse_amount: thousands commas, currency signs and codes,
+  hedges, ``%``, scale words and letters ``1.5 million``/``$2bn``, accounting parentheses
+  ``(406.1)`` negative); 1 when ``|pred - gold| <= max(rel_tol * |gold|,
   abs_tol)`` (both 0: equal), else 0. ``scale_words: false`` reads ``406.1 million`` as 406.1.
 - ``name`` (type name): normalised exact: case, surrounding quotes, a trailing period and
   runs of spaces ignored.
@@ -31,14 +32,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 from kohaku.core.config import ConfigError, build
 from kohaku.core.errors import MetricError
-from kohaku.core.values import number_with_scale
+from kohaku.tasks.financebench.accounting import parse_amount
 from kohaku.tasks.kinds import parse_date, parse_names
 from kohaku.tasks.spec import KindsSpec
 from kohaku.tasks.squad.metric import token_f1
@@ -109,23 +109,16 @@ def kind_scores(params: dict[str, Any], kinds: KindsSpec, where: str) -> tuple[K
 
 # -- reading values -----------------------------------------------------------------------
 
-_PAREN = re.compile(r"^\(\s*(.+?)\s*\)$")
-
-
 def read_number(text: str, scale_words: bool = True) -> float | None:
-    """A number as the ``number`` metric reads it; None when it is none."""
-    s = (text or "").strip()
-    negative = False
-    m = _PAREN.match(s)
-    if m:
-        s, negative = m.group(1), True
-    got = number_with_scale(s)
-    if got is None:
+    """A number as the ``number`` metric reads it (kohaku's amount rules, the ``amounts`` vote
+    grouping's: kohaku.tasks.financebench.accounting.parse_amount); None when it is none.
+    ``scale_words: false``: the number without its scale (``406.1 million`` -> 406.1)."""
+    amount = parse_amount(text or "")
+    if amount is None:
         return None
-    value, factor = got
-    if factor and not scale_words:
-        value /= factor
-    return -value if negative else value
+    if amount.magnitude and not scale_words:
+        return amount.value / amount.magnitude
+    return amount.value
 
 
 def norm_name(text: str) -> str:

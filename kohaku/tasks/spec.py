@@ -15,7 +15,10 @@ competition by name (lm-evaluation-harness's task YAML is the model). Its parts:
   column -> answer field) and its cell formats.
 - ``solutions``: where the answers are in the solutions file, for scoring.
 - ``score``: the scorer (the default task's: its competition's metric, exactly; ``components``: a
-  weighted sum of named metrics, each over the questions it covers) and the error classes.
+  weighted sum of named metrics, each over the questions it covers, such as ``kind_value``, each
+  value by its answer kind, and ``page_pools``), what an unanswered question scores
+  (``unanswered``) and the error classes. Pages are counted one way per side:
+  ``submission.page_base`` and ``solutions.page_base`` (:meth:`Task.check_page_bases`).
 - ``gold``: gold evidence for retrieval evaluation (documents; document + page; text).
 - ``answer.kinds`` (optional): a questions column names each question's kind (number, boolean,
   name, names, date, text), which picks the value's JSON schema, the prompt's

@@ -7,7 +7,8 @@ a writer names is one it can write (``kind`` and ``typed_value`` need answer kin
 column must be in the questions file); every metric's params are ones it takes (``kind_value``:
 kohaku.tasks.kind_metrics; ``page_pools``: its repeat policy); the submission writes the columns
 the metrics read; the questions file holds the kind column and the solutions file the columns
-the metrics read. Errors name the key. Files that are not given, or not there yet, are not read.
+the metrics read; a solutions file that is also the retrieval gold (``task.gold.file``) counts
+its pages one way. Errors name the key. Files that are not given, or not there yet, are not read.
 """
 
 from __future__ import annotations
@@ -90,11 +91,28 @@ def _check_metrics(task: Task, solutions: list[str] | None) -> None:
                                   f"column ({', '.join(sorted(have))})")
 
 
+PAGE_METRICS = ("page_pools", "page_prf")
+
+
+def _check_gold_base(task: Task, solutions: Path | None, gold: Path | None) -> None:
+    """The retrieval gold (``task.gold``) read from the solutions file must count its pages as
+    the page metrics read them there."""
+    if solutions is None or gold is None or task.score.scorer != "components":
+        return
+    if not any(m.fn in PAGE_METRICS for m in task.score.metric_specs):
+        return
+    if Path(solutions).resolve() == Path(gold).resolve() and task.gold.page_base != task.gold_page_base:
+        raise ConfigError(f"task.gold.page_base={task.gold.page_base} disagrees with task.solutions.page_base="
+                          f"{task.gold_page_base} (null: task.submission.page_base), and both read {solutions}; "
+                          "one file counts its pages one way: set both alike")
+
+
 def check_task(values: Any, where: str = "task", questions: Path | None = None,
-               solutions: Path | None = None) -> Task:
-    """The Task of ``values`` checked whole (module doc); ``questions`` and ``solutions``: the
-    files whose columns are checked when they exist."""
+               solutions: Path | None = None, gold: Path | None = None) -> Task:
+    """The Task of ``values`` checked whole (module doc); ``questions``, ``solutions`` and
+    ``gold`` (the retrieval gold file): the files whose columns are checked when they exist."""
     task = build_task(values, where)
+    _check_gold_base(task, solutions, gold)
     _check_functions(task)
     q_cols = _header(questions, task.questions.format, "questions")
     if q_cols is not None and task.answer.kinds.enabled and task.answer.kinds.column not in q_cols:
