@@ -34,10 +34,10 @@ from kohaku.core.artifacts import (
     CorruptArtifact,
     atomic_write,
 )
-from kohaku.core.config import ConfigError
+from kohaku.core.config import ConfigError, build
 from kohaku.core.errors import KohakuError
 from kohaku.runner.services import Services
-from kohaku.runner.stage import Stage, StageContext, select
+from kohaku.runner.stage import Stage, StageContext, plain, select
 from kohaku.stages import STAGE_MODULES, get_stage
 from kohaku.core.versions import library_versions
 
@@ -384,7 +384,27 @@ def run_pipeline(
     targets = list(cfg.get("stages") or [])
     if not targets:
         raise ConfigError("stages=[] names no stage to run; e.g. stages=[parse,tree]")
+    check_composed_task(cfg)
     return Runner(cfg, run_dir, services, registry).run(targets)
+
+
+def check_composed_task(cfg: DictConfig) -> None:
+    """The composed config's task checked whole before any stage runs (kohaku.tasks.whole:
+    named functions, writer sources, metric params and the columns they read in the questions
+    and solutions files); errors name the key."""
+    from kohaku.ingest.corpus import CorpusConfig
+    from kohaku.retrieval.gold import GoldSpec, gold_path
+    from kohaku.tasks.whole import check_task
+
+    if "task" not in cfg:
+        return
+    if "corpus" not in cfg:
+        check_task(plain(cfg, "task"), "task")
+        return
+    corpus = build(CorpusConfig, plain(cfg, "corpus"), "corpus")
+    gold = build(GoldSpec, plain(cfg, "task.gold"), "task.gold") if select(cfg, "task.gold") is not None else None
+    check_task(plain(cfg, "task"), "task", corpus.questions_path, corpus.solutions_path,
+               gold_path(gold, corpus.root_path) if gold is not None else None)
 
 
 def register_config_schemas(registry: Registry | None = None) -> None:
