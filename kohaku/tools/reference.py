@@ -12,6 +12,7 @@ Nothing here is written twice: each page is read from the one place its facts li
 - ``docs/reference/functions.md``: every named function of the catalog (:mod:`kohaku.tasks.catalog`)
   by kind (the kind's signature from the catalog's docstring), with the first paragraph of its
   docstring and the ``params.*`` it reads; the answer kinds' types.
+- ``docs/reference/formats.md``: how the files are read (the reading modules' docstrings).
 - ``docs/reference/scripts.md``: every script's ``--help`` (Python) or header comment (shell).
 - ``docs/reference/errors.md``: every error class meant for the user (:class:`KohakuError` and
   its subclasses) with its docstring and the text of every message kohaku raises with it, found
@@ -259,8 +260,13 @@ def kind_signatures() -> dict[str, str]:
     return {k: _clean(v) for k, v in out.items()}
 
 
+def _rst(text: str) -> str:
+    """Sphinx roles (``:func:`x```) as plain code spans (`` `x` ``) for Markdown."""
+    return re.sub(r":(?:func|mod|class|data|meth|attr):`~?([^`]+)`", r"`\1`", text)
+
+
 def first_paragraph(doc: str | None) -> str:
-    return _clean((inspect.cleandoc(doc or "").split("\n\n") or [""])[0])
+    return _rst(_clean((inspect.cleandoc(doc or "").split("\n\n") or [""])[0]))
 
 
 @dataclasses.dataclass
@@ -520,10 +526,32 @@ def errors_page() -> str:
     return "\n".join(out)
 
 
+#: (title, module) of the file-format pages' sections: each module's docstring is the text
+FORMAT_MODULES = (
+    ("CSV files: metadata, questions, solutions, submissions", "kohaku.core.csvfile"),
+    ("Questions and solutions files (CSV or JSON lines)", "kohaku.tasks.io"),
+    ("Cited pages and page pools", "kohaku.tasks.refs"),
+    ("Answer kinds", "kohaku.tasks.kinds"),
+)
+
+
+def formats_page() -> str:
+    out = [HEADER, "# File formats", "",
+           "How kohaku reads the files you give it, from the docstrings of the modules that read them. "
+           "The scripts that read submissions (`scripts/score.py`, `ensemble.py`, `compare.py`, "
+           "`check_scorer.py`) read CSV files with the task's columns ([their --help](scripts.md)); "
+           "a run's `submission.json` (the `json` writer) has the same answers as its CSV beside it.", ""]
+    for title, module in FORMAT_MODULES:
+        doc = _rst(inspect.cleandoc(importlib.import_module(module).__doc__ or ""))
+        first, _, rest = doc.partition("\n\n")
+        out += [f"## {title}", "", f"`{module}`: {_clean(first)}", "", rest.strip(), ""]
+    return "\n".join(out)
+
+
 def pages(with_scripts: bool = True) -> dict[str, str]:
     """Page file name under docs/reference/ -> its text."""
     out = {"config.md": config_page(), "task.md": task_page(), "functions.md": functions_page(),
-           "errors.md": errors_page()}
+           "formats.md": formats_page(), "errors.md": errors_page()}
     if with_scripts:
         out["scripts.md"] = scripts_page()
     return {name: text.rstrip() + "\n" for name, text in out.items()}
