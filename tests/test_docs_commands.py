@@ -5,6 +5,7 @@ runs."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -23,6 +24,7 @@ FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-name", "-cn", "-
 FLAGS = {"-m", "--multirun", "--help", "-h", "--hydra-help", "--resolve", "--shell-completion", "-sc"}
 
 
+@functools.lru_cache(maxsize=1)
 def _run_script():
     """scripts/run.py as a module (its argv rewriting: ``+experiment=NAME``)."""
     import importlib.util
@@ -72,10 +74,15 @@ def compose_errors(cmds: list[dc.Command], skipped: list[str] | None = None) -> 
 
     register_config_schemas()
     errors = []
+    done: set[tuple[str, ...]] = set()   # the same overrides on several pages compose once
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name="docs"):
         for c in cmds:
+            words = tuple(overrides(c.run_args or []))
+            if words in done:
+                continue
             try:
-                compose("config", overrides=overrides(c.run_args or []), return_hydra_config=True)
+                compose("config", overrides=list(words), return_hydra_config=True)
+                done.add(words)
             except MissingConfigException as exc:
                 if _other_env(c) and "hydra/launcher/" in str(exc) and skipped is not None:
                     skipped.append(f"{c.where}: {exc}")

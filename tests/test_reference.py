@@ -99,6 +99,10 @@ def test_catalog_entries_carry_their_parameters():
     assert {"points", "missing", "extra", "gold", "pred"} <= set(entries["metric", "page_pools"].params)
     assert entries["writer", "columns"].meaning.startswith("A CSV with ``submission.columns``")
     assert set(reference.kind_signatures()) == set(catalog.CATALOG)
+    # a function whose params are a dataclass lists its keys (llm_judge: JudgeConfig)
+    page = reference.functions_page()
+    judge = page[page.index("### metric `llm_judge`"):page.index("### metric `na_f1`")]
+    assert "| `params.max_tokens` | `int` | `64` | room for the JSON verdict |" in judge
 
 
 def test_committed_pages_are_fresh():

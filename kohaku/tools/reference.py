@@ -278,6 +278,11 @@ class Entry:
     params: list[str]
 
 
+#: (kind, name) -> the dataclass of that function's ``params`` where it has one: its keys are
+#: listed under the function and need a line of meaning like every config key
+PARAM_CLASSES: dict[tuple[str, str], str] = {("metric", "llm_judge"): "kohaku.tasks.judge:JudgeConfig"}
+
+
 def catalog_entries() -> list[Entry]:
     from kohaku.tasks.catalog import CATALOG
 
@@ -302,6 +307,9 @@ def missing_lines() -> list[str]:
     found += [f"task key {k.path} ({k.where})" for k in dataclass_keys(Task, "task") if not k.meaning]
     found += [f"catalog entry {e.kind} {e.name!r} ({e.target}): no docstring"
               for e in catalog_entries() if not e.meaning]
+    for (kind, name), target in PARAM_CLASSES.items():
+        found += [f"{kind} {name} parameter {k.path} ({k.where})"
+                  for k in dataclass_keys(_import(target), "params") if not k.meaning]
     signatures = kind_signatures()
     from kohaku.tasks.catalog import CATALOG
     found += [f"catalog kind {kind!r}: no bullet in kohaku/tasks/catalog.py's docstring"
@@ -382,6 +390,8 @@ def functions_page() -> str:
             out += [f"### {kind} `{e.name}`", "", f"`{e.target}`", "", e.meaning, ""]
             if e.params:
                 out += ["Parameters: " + ", ".join(f"`params.{p}`" for p in e.params), ""]
+            if (kind, e.name) in PARAM_CLASSES:
+                out += _key_table(list(dataclass_keys(_import(PARAM_CLASSES[kind, e.name]), "params"))) + [""]
     empty = [k for k in signatures if k not in {e.kind for e in entries}]
     if empty:
         out += ["## Kinds with no built-in function", "",
