@@ -36,6 +36,17 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+def test_the_readme_is_short_and_its_links_resolve():
+    """The README is a page a newcomer reads in minutes (issue 49: <= 200 lines); the rest is
+    the site, and every docs/ page it points at exists."""
+    import re
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    links = re.findall(r"\]\((docs/[^)#]+)", text)
+    assert len(links) >= 15 and [link for link in links if not (REPO / link).is_file()] == []
+
+
 def test_the_site_builds_with_every_page_and_no_web_font(site):
     for page in ("index.html", "getting-started/index.html", "tutorials/end-to-end/index.html",
                  "reference/config/index.html", "reference/errors/index.html",
