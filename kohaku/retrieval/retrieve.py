@@ -92,8 +92,8 @@ class RetrieveConfig(RenderConfig):
     # 1/(page_k + rank) over their rows in the first page_pool ranked (vote), or of their best
     # row (rank); prose keeps its place; none keeps the ranking's order
     pages: str = "vote"
-    page_k: float = 6.0
-    page_pool: int = 200
+    page_k: float = 6.0             # the k of the pages' 1/(page_k + rank) vote
+    page_pool: int = 200            # ranked nodes whose rows vote for pages
 
     def validate(self) -> None:
         if self.top_k < 1 or self.attempts < 1:

@@ -418,15 +418,25 @@ def register_config_schemas(registry: Registry | None = None) -> None:
     """
     from hydra.core.config_store import ConfigStore
 
+    store = ConfigStore.instance()
+    for group, cls in config_schemas(registry).items():
+        store.store(group=group, name=f"{group}_schema", node=cls)
+
+
+def config_schemas(registry: Registry | None = None) -> dict[str, type]:
+    """Config group -> its dataclass, as :func:`register_config_schemas` registers them (the
+    stages' groups in pipeline order, then ``task``, the competition: kohaku/tasks/spec.py);
+    the docs' configuration reference is generated from these (kohaku/tools/reference.py)."""
     from kohaku.tasks.spec import Task
 
     registry = registry or Registry()
-    store = ConfigStore.instance()
+    out: dict[str, type] = {}
     for name in registry.names:
         for key, cls in registry.get(name).configs.items():
             if "." not in key:
-                store.store(group=key, name=f"{key}_schema", node=cls)
-    store.store(group="task", name="task_schema", node=Task)   # the competition (kohaku/tasks/spec.py)
+                out.setdefault(key, cls)
+    out["task"] = Task
+    return out
 
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"

@@ -270,6 +270,9 @@ def na_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Metric
 
 
 def generic_classes(table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """The generic error classes of any task (kohaku/tasks/classes.py: missing,
+    needless_abstention, correct, then by the truth's kind: wrong_number, sign, near_miss, scale,
+    ...), one per question, with their counts."""
     table = classes.classify(table)
     return table, classes.error_summary(table)
 

@@ -162,6 +162,7 @@ class AnswerSpec:
     choices: dict[str, list[str]] = field(default_factory=dict)   # allowed values of choice fields
     prompts: dict[str, dict[str, str]] = field(default_factory=dict)  # {order: {system, user}}
     abstention: str = "allowed"       # allowed: a sample may abstain (blank_values); never
+    # a sample whose value is one of these abstains
     blank_values: list[str] = field(default_factory=lambda: list(MODEL_BLANK_TOKENS))
     blank_without_refs: bool = True   # a sample that cites no document is blank
     fallback: str = ""                # abstention=never: the answer written when no sample gave one
@@ -280,7 +281,7 @@ class SubmissionSpec:
 @dataclass
 class SolutionsSpec:
     format: str | None = None         # csv | jsonl | json; null: from the file's extension
-    id: str = "id"
+    id: str = "id"                  # the question id column
     answer: str = "answer_value"      # the gold answer column
     refs: str | None = "ref_id"       # gold document ids, or null
     # the number of the first page in the solutions' page cells (pools, pages): 0 or 1; null:
@@ -355,15 +356,17 @@ class ScoreSpec:
 
 @dataclass
 class Task:
-    name: str = DEFAULT["name"]
-    questions: QuestionsSpec = field(default_factory=QuestionsSpec)
-    answer: AnswerSpec = field(default_factory=AnswerSpec)
-    vote: VoteSpec = field(default_factory=VoteSpec)
+    name: str = DEFAULT["name"]     # the task's name (reports, scores.json)
+    questions: QuestionsSpec = field(default_factory=QuestionsSpec)  # the questions file: format and columns
+    answer: AnswerSpec = field(default_factory=AnswerSpec)  # the answer's JSON fields, prompts and abstention
+    vote: VoteSpec = field(default_factory=VoteSpec)  # how samples are grouped and combined
     references: str = "doc"           # doc | doc_page (the pages of the cited documents' blocks)
+    # the submission's writer, columns and cells
     submission: SubmissionSpec = field(default_factory=SubmissionSpec)
+    # where the gold answers are in the solutions file
     solutions: SolutionsSpec = field(default_factory=SolutionsSpec)
-    score: ScoreSpec = field(default_factory=ScoreSpec)
-    gold: GoldSpec = field(default_factory=GoldSpec)
+    score: ScoreSpec = field(default_factory=ScoreSpec)  # the scorer, its metrics and error classes
+    gold: GoldSpec = field(default_factory=GoldSpec)  # gold evidence for retrieval evaluation
 
     def validate(self) -> None:
         self.answer.validate()
