@@ -398,6 +398,7 @@ def register_config_schemas(registry: Registry | None = None) -> None:
     """
     from hydra.core.config_store import ConfigStore
 
+    from kohaku.core.executors import RunConfig
     from kohaku.tasks.spec import Task
 
     registry = registry or Registry()
@@ -407,6 +408,7 @@ def register_config_schemas(registry: Registry | None = None) -> None:
             if "." not in key:
                 store.store(group=key, name=f"{key}_schema", node=cls)
     store.store(group="task", name="task_schema", node=Task)   # the competition (kohaku/tasks/spec.py)
+    store.store(group="run", name="run_schema", node=RunConfig)  # where heavy stages run (kohaku/core/executors.py)
 
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
