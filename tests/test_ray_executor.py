@@ -23,44 +23,14 @@ import polars as pl
 import pytest
 
 from conftest import REPO, SAMPLE
+from test_sweep import free_port, session_processes, stop_session
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                 reason="ray is not installed (bash scripts/test_cluster.sh runs this in .venv-cluster)")
 
-# the sample corpus, one PDF page a parse job (many jobs for two nodes), small embedding chunks
-# (many Ray Data batches); the bundled CPU embedding model
-BASE = [f"corpus.root={SAMPLE}", "stages=[parse,tree,embed]", "parse.pages_per_job=1", "embed.chunk_size=8"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _session_pids(sid: int) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """TERM then KILL every process of the session ``proc`` leads (each node's raylet, workers)."""
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait_s
-        while _session_pids(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-    proc.wait(5)
+# the sample corpus and its questions up to infer, one PDF page a parse job (many jobs for two
+# nodes), small embedding chunks (many Ray Data batches); the bundled CPU embedding model
+BASE = [f"corpus.root={SAMPLE}", "stages=[infer]", "parse.pages_per_job=1", "embed.chunk_size=8"]
 
 
 NODES = """
@@ -79,7 +49,7 @@ def cluster():
     only, a token of their own); every process they start is stopped at the end."""
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
            "RAY_AUTH_TOKEN": secrets.token_hex(32), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    port = _free_port()
+    port = free_port()
     temp = Path(f"/tmp/kx{secrets.token_hex(3)}")   # Ray's socket paths must stay short
     ray_bin = str(Path(sys.executable).with_name("ray"))
     common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--num-gpus=0"]
@@ -104,8 +74,8 @@ def cluster():
         yield address, env
     finally:
         for proc in reversed(procs):
-            _stop(proc)
-        assert all(_session_pids(p.pid) == [] for p in procs)
+            stop_session(proc)
+        assert all(session_processes(p.pid) == [] for p in procs)
         subprocess.run(["rm", "-rf", str(temp)], check=False)
 
 
@@ -121,8 +91,9 @@ def _run(tmp_path: Path, name: str, extra: list[str], env: dict[str, str] | None
 
 def _same_artifacts(local: dict, remote: dict) -> None:
     """The same cache keys; parse and tree tables byte-identical; vectors equal within 1e-6."""
-    for stage in ("parse", "tree", "embed"):
+    for stage in local["stages"]:
         assert remote["stages"][stage]["key"] == local["stages"][stage]["key"], stage
+    for stage in ("parse", "tree", "embed"):
         assert not remote["stages"][stage]["cache_hit"]
     for stage in ("parse", "tree"):
         ours, theirs = Path(local["stages"][stage]["path"]), Path(remote["stages"][stage]["path"])
@@ -138,16 +109,42 @@ def _same_artifacts(local: dict, remote: dict) -> None:
     np.testing.assert_allclose(vb, va, rtol=0, atol=1e-6)
 
 
-def test_parse_and_embed_on_two_nodes_equal_the_local_run(cluster, tmp_path):
+def _same_generations(local: dict, remote: dict) -> pl.DataFrame:
+    """infer under the same key, the same generations (but the seconds each took)."""
+    assert remote["stages"]["infer"]["key"] == local["stages"]["infer"]["key"]
+    assert not remote["stages"]["infer"]["cache_hit"]
+    a, b = (pl.read_parquet(Path(r["stages"]["infer"]["path"]) / "generations.parquet").drop("seconds")
+            for r in (local, remote))
+    assert a.height >= 10 and a.equals(b)
+    return a
+
+
+def test_parse_embed_and_infer_on_two_nodes_equal_the_local_run(cluster, tmp_path):
+    """The fake LLM: every stage's key equal, parse/tree bytes, vectors, generations."""
     address, env = cluster
-    local = _run(tmp_path, "local", ["run.executor=local"])
-    remote = _run(tmp_path, "ray", ["run.executor=ray", f"run.ray_address={address}"], env)
+    local = _run(tmp_path, "local", ["run.executor=local", "llm=fake"])
+    remote = _run(tmp_path, "ray", ["run.executor=ray", f"run.ray_address={address}", "llm=fake"], env)
     _same_artifacts(local, remote)
+    _same_generations(local, remote)
     parse, embed = remote["stages"]["parse"]["summary"], remote["stages"]["embed"]["summary"]
     assert parse["executor"] == "ray" and parse["pages_per_s"] > 0
     assert embed["executor"] == "ray" and embed["n_encoded"] == embed["n_unique"] > 50
     assert embed["texts_per_s"] > 0
     assert remote["config"]["run"]["executor"] == "ray"
+
+
+# the CPU model kept short: one context passage, 40 new tokens, no retry round
+SHORT = ["llm=smollm2_cpu", "llm.threads=1", "retrieve.top_k=1", "infer.max_tokens=40", "infer.max_retries=0"]
+
+
+def test_the_cpu_model_on_two_nodes_generates_what_it_does_locally(cluster, tmp_path):
+    """SmolLM2 (greedy), its prompts sharded over one actor per node: the local generations."""
+    address, env = cluster
+    local = _run(tmp_path, "local", ["run.executor=local", *SHORT])
+    remote = _run(tmp_path, "ray", ["run.executor=ray", f"run.ray_address={address}", *SHORT], env)
+    assert remote["stages"]["infer"]["summary"]["model_calls"]
+    gens = _same_generations(local, remote)
+    assert gens["raw"].str.len_chars().sum() > 0
 
 
 def _actor_pids() -> list[int]:
@@ -166,7 +163,7 @@ def _actor_pids() -> list[int]:
 def test_an_embedding_actor_killed_mid_stage_costs_only_a_rerun(cluster, tmp_path):
     """SIGKILL to an embedding actor while the embed stage runs: the stage completes and its
     artifacts equal the local run's (the lost batch is encoded again, nothing twice)."""
-    local = _run(tmp_path, "local", ["run.executor=local"])
+    local = _run(tmp_path, "local", ["run.executor=local", "llm=fake", "stages=[embed]"])
     killed: list[int] = []
     done = threading.Event()
 
@@ -187,7 +184,7 @@ def test_an_embedding_actor_killed_mid_stage_costs_only_a_rerun(cluster, tmp_pat
     thread.start()
     try:
         remote = _run(tmp_path, "ray", ["run.executor=ray", f"run.ray_address={cluster[0]}",
-                                        "run.ray_max_retries=3"], cluster[1])
+                                        "run.ray_max_retries=3", "llm=fake", "stages=[embed]"], cluster[1])
     finally:
         done.set()
         thread.join(10)

@@ -87,23 +87,14 @@ def _worker(conn, llm_cfg: dict[str, Any], devices: str) -> None:  # pragma: no 
     conn.close()
 
 
-class DataParallelBackend:
-    """Shards each ``generate`` over worker processes (see the module docstring).
+class LocalFront:
+    """What a backend that generates elsewhere (replica processes, Ray actors) answers in this
+    process: identity without loading anything; max_context, count_tokens and the cache
+    parameters from ``local`` (built from ``llm_cfg`` on first use unless given; vLLM: the
+    tokenizer only). Needs ``self.llm_cfg`` and ``self._local``."""
 
-    ``local`` answers identity / max_context / count_tokens in this process without loading the
-    model (vLLM: tokenizer only); it defaults to a backend built from ``llm_cfg`` here.
-    """
-
-    def __init__(self, llm_cfg: dict[str, Any], devices: list[str], local: Backend | None = None,
-                 start_timeout: float = 3600.0):
-        if not devices:
-            raise BackendError("data parallelism needs at least one device (llm.data_parallel_size)")
-        self.llm_cfg = dict(llm_cfg)
-        self.devices = list(devices)
-        self._local = local
-        self.start_timeout = start_timeout
-        self._workers: list[tuple[Any, Any]] = []  # (process, connection)
-        self.last_shards: list[dict[str, Any]] = []
+    llm_cfg: dict[str, Any]
+    _local: Backend | None
 
     @property
     def local(self) -> Backend:
@@ -127,6 +118,25 @@ class DataParallelBackend:
     def cache_params(self, req: ChatRequest) -> dict[str, Any]:
         """The replicas send what the local backend would (kohaku/llm/base.py)."""
         return request_params(self.local, req)
+
+
+class DataParallelBackend(LocalFront):
+    """Shards each ``generate`` over worker processes (see the module docstring).
+
+    ``local`` answers identity / max_context / count_tokens in this process without loading the
+    model (vLLM: tokenizer only); it defaults to a backend built from ``llm_cfg`` here.
+    """
+
+    def __init__(self, llm_cfg: dict[str, Any], devices: list[str], local: Backend | None = None,
+                 start_timeout: float = 3600.0):
+        if not devices:
+            raise BackendError("data parallelism needs at least one device (llm.data_parallel_size)")
+        self.llm_cfg = dict(llm_cfg)
+        self.devices = list(devices)
+        self._local = local
+        self.start_timeout = start_timeout
+        self._workers: list[tuple[Any, Any]] = []  # (process, connection)
+        self.last_shards: list[dict[str, Any]] = []
 
     def _start(self) -> None:
         if self._workers:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kohaku.llm.base import Backend, BackendError, ChatRequest, Completion, OnComplete, load_backend, request_params
-from kohaku.llm.parallel import shard_bounds
+from kohaku.llm.base import Backend, BackendError, ChatRequest, Completion, OnComplete, load_backend
+from kohaku.llm.parallel import LocalFront, shard_bounds
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,10 @@ class _LLMActor:
         return [c.to_dict() for c in comps]
 
 
-class RayBackend:
+class RayBackend(LocalFront):
     """A backend whose ``generate`` runs on the Ray actors of ``session``
-    (kohaku.core.executors.RaySession); ``local`` (built here from ``llm_cfg`` when not given)
-    answers identity, max_context and count_tokens in the driver."""
+    (kohaku.core.executors.RaySession); ``local`` (kohaku.llm.parallel.LocalFront) answers
+    identity, max_context and count_tokens in the driver."""
 
     def __init__(self, session: Any, llm_cfg: dict[str, Any], local: Backend | None = None,
                  shards_per_actor: int = 4) -> None:
@@ -45,27 +45,6 @@ class RayBackend:
         self._local = local
         self.shards_per_actor = shards_per_actor
         self._actors: list[Any] = []
-
-    @property
-    def local(self) -> Backend:
-        if self._local is None:
-            self._local = load_backend(self.llm_cfg)
-        return self._local
-
-    @property
-    def identity(self) -> str:
-        return self.local.identity
-
-    @property
-    def max_context(self) -> int:
-        return self.local.max_context
-
-    def count_tokens(self, text: str) -> int:
-        return self.local.count_tokens(text)
-
-    def cache_params(self, req: ChatRequest) -> dict[str, Any]:
-        """The actors send what the local backend would (kohaku/llm/base.py)."""
-        return request_params(self.local, req)
 
     def _start(self) -> None:
         if self._actors:
