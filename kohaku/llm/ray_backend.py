@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 from kohaku.llm.base import Backend, BackendError, ChatRequest, Completion, OnComplete, load_backend
-from kohaku.llm.parallel import LocalFront, shard_bounds
+from kohaku.llm.parallel import LocalFront, shard_bounds, take_shard
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +88,7 @@ class RayBackend(LocalFront):
                 except Exception as exc:  # noqa: BLE001 - lost after every retry: named, the rest kept
                     errors.append(f"requests {start}-{end - 1}: {type(exc).__name__}: {exc}")
                     continue
-                if len(comps) != end - start:
-                    errors.append(f"requests {start}-{end - 1}: {len(comps)} completions returned")
-                    continue
-                for j, c in enumerate(comps):
-                    merged[start + j] = Completion.from_dict(c)
-                    if on_complete is not None:
-                        try:
-                            on_complete(start + j, 0, merged[start + j])  # type: ignore[arg-type]
-                        except Exception as exc:  # noqa: BLE001
-                            errors.append(f"storing the completions of requests {start}-{end - 1}: {exc}")
+                take_shard(merged, start, end, comps, on_complete, errors, f"requests {start}-{end - 1}")
         if errors:
             raise BackendError("Ray actors: " + "; ".join(errors))
         return merged  # type: ignore[return-value]
