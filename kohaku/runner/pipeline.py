@@ -425,8 +425,10 @@ def register_config_schemas(registry: Registry | None = None) -> None:
 
 def config_schemas(registry: Registry | None = None) -> dict[str, type]:
     """Config group -> its dataclass, as :func:`register_config_schemas` registers them (the
-    stages' groups in pipeline order, then ``task``, the competition: kohaku/tasks/spec.py);
-    the docs' configuration reference is generated from these (kohaku/tools/reference.py)."""
+    stages' groups in pipeline order, then ``task``, the competition: kohaku/tasks/spec.py, and
+    ``run``, where the heavy stages run: kohaku/core/executors.py); the docs' configuration
+    reference is generated from these (kohaku/tools/reference.py)."""
+    from kohaku.core.executors import RunConfig
     from kohaku.tasks.spec import Task
 
     registry = registry or Registry()
@@ -436,6 +438,7 @@ def config_schemas(registry: Registry | None = None) -> dict[str, type]:
             if "." not in key:
                 out.setdefault(key, cls)
     out["task"] = Task
+    out["run"] = RunConfig
     return out
 
 

@@ -206,6 +206,16 @@ class StageContext:
             raise FileNotFoundError(f"{file}: stage '{stage}' has no table '{name}'")
         return pl.read_parquet(file)
 
+    def ray(self) -> Any:
+        """The run's Ray session (kohaku.core.executors.RaySession, one per run, joined on first
+        use) when ``run.executor=ray``, else None: the stage then computes on this machine."""
+        from kohaku.core.executors import RunConfig, ray_session
+
+        node = OmegaConf.select(self.cfg, "run", default=None)
+        values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else {}
+        run = build(RunConfig, values, "run")  # type: ignore[arg-type]
+        return self.services.get("ray", as_dict(run), ray_session) if run.executor == "ray" else None
+
     def report(self, **values: Any) -> None:
         """Record summary figures; they go into the artifact's manifest.json and run.json."""
         self.summary.update(values)
