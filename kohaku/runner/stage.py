@@ -73,6 +73,11 @@ class Stage:
     key_functions: (dotted path, function) pairs: the slice's value at the path is hashed as
                  the function returns it (``parse.ocr`` adds the OCR engine's name, version and
                  language, which no config key holds).
+
+    A stage whose summary holds ``retry`` (a list of item ids that failed for a cause that may
+    not recur: a worker died, a time limit) is computed again on the next run under the same key
+    with ``ctx.previous`` set to that artifact, so it can redo those items and reuse the rest;
+    it reports an empty ``retry`` when an item fails the same way again.
     """
 
     name: str
@@ -168,6 +173,9 @@ class StageContext:
     services: Any
     log: logging.Logger
     summary: dict[str, Any] = field(default_factory=dict)
+    # the cached artifact of this key when the runner computes it again to retry the items its
+    # summary's ``retry`` list names (failed for a cause that may not recur); None otherwise
+    previous: Path | None = None
 
     def config(self, key: str) -> Any:
         """The stage's config at ``key``: the built dataclass for keys declared in
