@@ -230,7 +230,7 @@ def test_documents_left_out_of_the_tree_are_named(tmp_path, caplog):
         assert item.startswith(f"{doc_id}: left out of the tree: no text left after segmentation")
     assert all(f"document {d}:" in caplog.text for d in ids)
     record = StageRecord("k", "p", False, 0.0, ctx.summary)
-    assert problem_lines({"tree": record}) == [("tree: 3 documents with problems", problems["items"])]
+    assert problem_lines({"tree": record}) == [("tree: 3 of 3 documents are not in the tree", problems["items"])]
 
 
 def _page_blocks(texts: list[tuple[int, str]]) -> tuple[pl.DataFrame, pl.DataFrame]:

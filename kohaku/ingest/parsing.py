@@ -733,12 +733,12 @@ def log_summary(documents: pl.DataFrame, logger: logging.Logger) -> None:
                 logger.warning("document %s (%s): %s", row["doc_id"], row["source"], w)
 
 
-def document_problems(documents: pl.DataFrame, limit: int = 50) -> dict[str, Any]:
+def document_problems(documents: pl.DataFrame) -> dict[str, Any]:
     """``{"what": "documents", "count": N, "items": ["id (source): reason", ...]}`` for the
     documents with status error or warning (the runner lists them at the end of the run)."""
     bad = documents.filter(pl.col("status") != "ok").sort(["status", "doc_id"])
     items = []
-    for row in bad.head(limit).iter_rows(named=True):
+    for row in bad.iter_rows(named=True):
         reason = row["error"] if row["status"] == "error" else "; ".join(row["warnings"])
         where = f" ({row['source']})" if row["source"] else ""
         items.append(f"{row['doc_id']}{where} {row['status']}: {reason}")

@@ -189,7 +189,8 @@ def problem_lines(records: dict[str, "StageRecord"],
                   events: dict[str, Any] | None = None) -> list[tuple[str, list[str]]]:
     """(headline, items) per stage that survived problems, e.g.
     ``("parse: 2 documents with problems", ["zero (pdfs/zero.pdf) error: empty file ..."])``.
-    A stage reports ``problems = {"what": ..., "count": N, "items": [...]}`` in its summary;
+    A stage reports ``problems = {"what": ..., "count": N, "items": [...]}`` in its summary
+    (``"headline"`` in place of "N <what> with problems" where it gives one);
     ``events`` maps a stage name to its declared ``summary_events`` (counter -> words)."""
     declared = events or {}
     lines: list[tuple[str, list[str]]] = []
@@ -198,8 +199,9 @@ def problem_lines(records: dict[str, "StageRecord"],
         problems = summary.get("problems")
         if isinstance(problems, dict) and problems.get("count"):
             items = [str(x) for x in problems.get("items") or []]
-            lines.append((f"{name}: {problems['count']} {problems.get('what', 'items')} with problems",
-                          items))
+            headline = (problems.get("headline")
+                        or f"{problems['count']} {problems.get('what', 'items')} with problems")
+            lines.append((f"{name}: {headline}", items))
         events = [
             f"{summary[key]} {label}"
             for key, label in declared.get(name, {}).items()
@@ -380,6 +382,8 @@ class Runner:
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "stages": {name: rec.__dict__ for name, rec in self.records.items()},
             "problems": [headline for headline, _ in problem_lines(self.records, self._events())],
+            # the same with every item (each document left out and why...), uncut
+            "problem_items": {headline: items for headline, items in problem_lines(self.records, self._events())},
             "seconds": round(seconds, 3),
             "status": status,
             "error": error,
@@ -398,7 +402,8 @@ class Runner:
         lines.append(f"{'total':<17}{total:>9.2f}  run dir: {self.run_dir}")
         log.info("run summary\n%s", "\n".join(lines))
         for headline, items in problem_lines(self.records, self._events()):
-            shown = items[:20] + ([f"... {len(items) - 20} more"] if len(items) > 20 else [])
+            shown = items[:20] + ([f"... {len(items) - 20} more (run.json's problem_items lists them all)"]
+                                  if len(items) > 20 else [])
             log.warning("%s", "\n    ".join([headline + (":" if shown else "")] + shown))
 
 
