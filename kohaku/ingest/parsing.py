@@ -442,7 +442,65 @@ def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig, cfg_v
     return jobs, counts
 
 
-def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers: int) -> dict[str, dict[str, Any]]:
+class Checkpoint:
+    """The documents a parse has read so far, one JSON file each in ``folder`` (written as each
+    document is read: its blocks, warnings and figures, their PNG in base64; no pickles), so a
+    parse killed in the middle (the run's own process: SIGKILL, power loss) resumes from them.
+    A failure that may not recur is not kept (the resumed parse tries it). The folder belongs to
+    one corpus and configuration (the parse stage uses ``.partial-<key>`` beside its artifacts)
+    and is removed once the parse is complete."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    def _file(self, doc_id: str) -> Path:
+        import hashlib
+
+        return self.folder / f"{hashlib.sha256(doc_id.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}.json"
+
+    def get(self, doc_id: str) -> dict[str, Any] | None:
+        """The document's result when a parse kept it (None when not, or unreadable)."""
+        import base64
+        import json
+
+        try:
+            data = json.loads(self._file(doc_id).read_text(encoding="utf-8"))
+            if data["doc_id"] != doc_id:
+                return None
+            data["figures"] = [FigureBox(**{**f, "png": base64.b64decode(f["png"]) if f["png"] else None})
+                               for f in data["figures"]]
+            return data
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, res: dict[str, Any]) -> None:
+        import base64
+        import json
+
+        from kohaku.core.artifacts import atomic_write
+
+        if res.get("retry"):
+            return
+        keep = ("page", "kind", "text", "font_size", "level", "source", "confidence")
+        data = {
+            "doc_id": res["doc_id"], "n_pages": res.get("n_pages") or 0, "error": res["error"],
+            "warnings": list(res.get("warnings") or []),
+            "blocks": [{k: b.get(k) for k in keep} for b in res.get("blocks") or []],
+            "figures": [{**dataclasses.asdict(f), "png": base64.b64encode(f.png).decode() if f.png else None}
+                        for f in res.get("figures") or []],
+        }
+        self.folder.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(data)
+        atomic_write(self._file(res["doc_id"]), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+    def clear(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers: int,
+              checkpoint: Checkpoint | None = None) -> dict[str, dict[str, Any]]:
     """Run the jobs (in worker processes, kohaku/ingest/workers.py, when ``workers`` > 1: a
     worker that dies or passes a limit costs its own document only) -> one result per document:
     PDF parts assembled in page order. ``retry`` marks a failure that may not recur (a worker
@@ -454,10 +512,15 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
     opts = _pdf_options(cfg)
     engine: Counter = Counter()
 
+    def done(res: dict[str, Any]) -> None:
+        results[res["doc_id"]] = res
+        if checkpoint is not None:
+            checkpoint.put(res)
+
     def take(res: dict[str, Any]) -> None:
         doc_id = res["doc_id"]
         if "part" not in res and "blocks" in res:   # a whole non-PDF document
-            results[doc_id] = res
+            done(res)
             return
         got = parts.setdefault(doc_id, [])
         got.append(res)
@@ -471,18 +534,18 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
         errors = [r for r in got if r["error"]]
         if errors:
             first = next((r for r in errors if r.get("retry")), errors[0])
-            results[doc_id] = {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [],
-                               "error": first["error"], "figures": [], "retry": bool(first.get("retry"))}
+            done({"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [],
+                  "error": first["error"], "figures": [], "retry": bool(first.get("retry"))})
             return
         figures: list[FigureBox] = []
         try:
             blocks, n_pages, warnings = assemble_pdf([r["part"] for r in got], opts,
                                                      figures if cfg.figures.enabled else None)
-            results[doc_id] = {"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings,
-                               "error": "", "figures": figures}
+            done({"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings,
+                  "error": "", "figures": figures})
         except Exception as exc:
-            results[doc_id] = {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [],
-                               "error": _error_text(exc), "figures": []}
+            done({"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [],
+                  "error": _error_text(exc), "figures": []})
 
     total = sum(_job_pages(j) for j in jobs)
     if cfg.engine == "pdfium" and any(j[1] == "pdf" for j in jobs):
@@ -529,11 +592,13 @@ def parse_corpus(
 
 def read_corpus(
     root: Path, metadata: pl.DataFrame, cfg: ParseConfig, readers: dict[str, Reader] | None = None,
-    only: set[str] | None = None,
+    only: set[str] | None = None, checkpoint: Checkpoint | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Parse every document of ``metadata`` under ``root`` -> (documents, blocks, figures).
     ``readers``: format -> a reader used in place of the built-in one; ``only``: parse these
-    documents alone (their rows only; no rows for files metadata.csv does not list).
+    documents alone (their rows only; no rows for files metadata.csv does not list);
+    ``checkpoint``: each document is kept there as it is read, and the documents an interrupted
+    parse kept there are not read again.
     A documents row with ``retry`` true failed for a cause that may not recur."""
     root = Path(root)
     if only is not None:
@@ -542,8 +607,15 @@ def read_corpus(
     found = find_documents(root, ids, cfg)
     cfg = ocr_usable(cfg, log)
     cfg_values = dataclasses.asdict(cfg)
-    jobs, counts = _plan_jobs(found, cfg, cfg_values, readers)
-    results = _run_jobs(jobs, counts, cfg, cfg.n_workers)
+    kept: dict[str, dict[str, Any]] = {}
+    if checkpoint is not None:
+        kept = {d: r for d, hits in found.items() if hits for r in [checkpoint.get(d)] if r is not None}
+        if kept:
+            log.info("parse: %d document(s) reused from an interrupted parse (%s), %d to read",
+                     len(kept), checkpoint.folder, sum(1 for d, h in found.items() if h and d not in kept))
+    todo = {d: hits for d, hits in found.items() if d not in kept}
+    jobs, counts = _plan_jobs(todo, cfg, cfg_values, readers)
+    results = {**kept, **_run_jobs(jobs, counts, cfg, cfg.n_workers, checkpoint)}
 
     doc_rows: list[dict[str, Any]] = []
     block_tables: list[pl.DataFrame] = []    # one a document, each checked on its own

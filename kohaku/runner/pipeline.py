@@ -334,6 +334,7 @@ class Runner:
             services=self.services,
             log=logging.getLogger(f"kohaku.{stage.name}"),
             previous=previous.path if previous is not None else None,
+            key=key,
         )
         started = time.perf_counter()
         try:

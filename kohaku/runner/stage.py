@@ -176,6 +176,16 @@ class StageContext:
     # the cached artifact of this key when the runner computes it again to retry the items its
     # summary's ``retry`` list names (failed for a cause that may not recur); None otherwise
     previous: Path | None = None
+    key: str = ""   # the cache key being computed (names a stage's own resume folder)
+
+    @property
+    def partial_dir(self) -> Path | None:
+        """``<cache.dir>/<stage>/.partial-<key>``: where a stage may keep what it has finished
+        so far, so a run killed in the middle resumes (the stage removes it when complete);
+        None without a cache dir."""
+        if self.cache_dir is None or not self.key:
+            return None
+        return self.cache_dir / self.stage.name / f".partial-{self.key}"
 
     def config(self, key: str) -> Any:
         """The stage's config at ``key``: the built dataclass for keys declared in

@@ -3,7 +3,8 @@
 A document that cannot be read becomes a ``documents`` row with status ``error`` and the
 reason; the run goes on and the bad documents are listed at the end of the run. A document that
 failed for a cause that may not recur (its worker died, a limit was passed) is in the summary's
-``retry`` list: the next run parses it again and keeps every other document's rows.
+``retry`` list: the next run parses it again and keeps every other document's rows. Each document
+is kept in ``<cache.dir>/parse/.partial-<key>`` as it is read, so a run killed mid-parse resumes.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import polars as pl
 from omegaconf import DictConfig
 
 from kohaku.ingest.corpus import CorpusConfig, read_metadata
-from kohaku.ingest.parsing import (ParseConfig, Reader, corpus_files, log_summary, ocr_key, parse_summary,
-                                   read_corpus, reread_corpus)
+from kohaku.ingest.parsing import (Checkpoint, ParseConfig, Reader, corpus_files, log_summary, ocr_key,
+                                   parse_summary, read_corpus, reread_corpus)
 from kohaku.runner.stage import Stage, StageContext
 
 CONFIGS = {"corpus": CorpusConfig, "parse": ParseConfig}
@@ -34,7 +35,12 @@ def compute(ctx: StageContext, readers: dict[str, Reader] | None = None) -> dict
         ctx.log.info("parse: %d document(s) parsed again (they failed last time for a cause that may not "
                      "recur), %d reused from the cached tables", len(again), documents.height - len(again))
     else:
-        documents, blocks, figures = read_corpus(corpus.root_path, metadata, ctx.config("parse"), readers)
+        # each document kept as it is read: a run killed mid-parse resumes from them
+        checkpoint = Checkpoint(ctx.partial_dir) if ctx.partial_dir is not None else None
+        documents, blocks, figures = read_corpus(corpus.root_path, metadata, ctx.config("parse"), readers,
+                                                 checkpoint=checkpoint)
+        if checkpoint is not None:
+            checkpoint.clear()   # complete: the artifact holds it all
     log_summary(documents, ctx.log)
     if documents.height and documents.filter(pl.col("status") != "error").height == 0:
         ctx.log.error("no document of %s could be read; every answer will be blank", corpus.root_path)

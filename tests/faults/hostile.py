@@ -5,6 +5,7 @@ name. A document's first line says what its job does:
     KILL            the worker kills itself with SIGKILL (what the kernel's OOM killer does)
     KILL-UNTIL <n> <f>  the same while counter file <f> has fewer than n lines (it adds one first)
     SLEEP <s>       sleeps s seconds (a hang)
+    SLEEP-ONCE <s> <f>  the same while flag file <f> does not exist (it creates it first)
     HOG <gib>       allocates gib GiB at once (a decompression bomb)
 anything else is read as a text file. Every call adds the document's id to ``reads.log`` beside it.
 """
@@ -35,6 +36,9 @@ def read(path: Path) -> tuple[list[dict[str, Any]], int, list[str]]:
                 out.write("killed\n")
             os.kill(os.getpid(), signal.SIGKILL)
     elif verb == "SLEEP":
+        time.sleep(float(first[1]))
+    elif verb == "SLEEP-ONCE" and not Path(first[2]).exists():
+        Path(first[2]).write_text("slept once")
         time.sleep(float(first[1]))
     elif verb == "HOG":
         hog = bytearray(int(float(first[1]) * 2**30))

@@ -9,7 +9,12 @@ past parse.worker_memory_gb. The pool (kohaku/ingest/workers.py) is the real one
 from __future__ import annotations
 
 import dataclasses
+import logging
 import multiprocessing
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +24,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from kohaku.ingest.corpus import read_metadata
-from kohaku.ingest.parsing import ParseConfig, read_corpus
+from kohaku.ingest.parsing import Checkpoint, ParseConfig, read_corpus
 from kohaku.runner.pipeline import Registry, run_pipeline
 from kohaku.stages import parse as parse_stage
 
@@ -131,3 +136,46 @@ def test_a_transient_failure_is_parsed_again_by_the_next_run_without_force(tmp_p
     (root / "docs" / "reads.log").unlink()
     third = run_pipeline(cfg, tmp_path / "run3", registry=registry)
     assert third.stages["parse"].cache_hit and not (root / "docs" / "reads.log").exists()
+
+
+def test_a_parse_killed_mid_corpus_resumes_from_the_documents_it_had_read(tmp_path, caplog):
+    """The parsing process itself (workers=1: the documents are read in it) is killed with
+    SIGKILL while it reads the third of five documents; a parse with the same checkpoint reads
+    only the third, fourth and fifth, and gives the tables of a parse never interrupted."""
+    docs = {"a": "Alpha text.\n", "b": "Beta text.\n", "c": "SLEEP-ONCE 60 {root}/slept\nGamma text.\n",
+            "d": "Delta text.\n", "e": "Epsilon text.\n"}
+    root = _corpus(tmp_path / "c", docs)
+    folder = tmp_path / "cache" / "parse" / ".partial-k"
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[3]); import hostile; "
+            "from kohaku.ingest.corpus import read_metadata; "
+            "from kohaku.ingest.parsing import Checkpoint, ParseConfig, read_corpus; root = Path(sys.argv[1]); "
+            "read_corpus(root, read_metadata(root / 'metadata.csv'), ParseConfig(workers=1), "
+            "readers={'txt': hostile.read}, checkpoint=Checkpoint(Path(sys.argv[2])))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(root), str(folder), str(Path(hostile.__file__).parent)],
+                            cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (root / "slept").exists() and proc.poll() is None:
+            time.sleep(0.05)
+        assert (root / "slept").exists(), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else ""
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert len(list(folder.glob("*.json"))) == 2 and _reads(root) == ["a", "b", "c"]
+
+    (root / "docs" / "reads.log").unlink()
+    with caplog.at_level(logging.INFO, logger="kohaku.parse"):
+        resumed = read_corpus(root, read_metadata(root / "metadata.csv"), ParseConfig(workers=1),
+                              readers={"txt": hostile.read}, checkpoint=Checkpoint(folder))
+    assert _reads(root) == ["c", "d", "e"]
+    assert "parse: 2 document(s) reused from an interrupted parse" in caplog.text and ", 3 to read" in caplog.text
+    (root / "docs" / "reads.log").unlink()
+    whole = read_corpus(root, read_metadata(root / "metadata.csv"), ParseConfig(workers=1),
+                        readers={"txt": hostile.read})
+    for got, want in zip(resumed, whole):
+        assert got.equals(want)
+    assert resumed[0]["status"].to_list() == ["ok"] * 5
