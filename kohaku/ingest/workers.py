@@ -144,7 +144,7 @@ class _Pool:
                 if slot.conn in ready:
                     try:
                         message = slot.conn.recv()
-                    except (EOFError, OSError):   # died while (or before) sending its result
+                    except Exception:   # died while (or before) sending its result: a cut message
                         slot.proc.join(timeout=5)
                     else:
                         if message[0] == "start":   # the job's clock starts now (not at spawn)
