@@ -146,6 +146,9 @@ class _Pool:
                         message = slot.conn.recv()
                     except Exception:   # died while (or before) sending its result: a cut message
                         slot.proc.join(timeout=5)
+                        if slot.proc.is_alive():   # a pipe it can no longer use: end it
+                            slot.proc.kill()
+                            slot.proc.join(timeout=5)
                     else:
                         if message[0] == "start":   # the job's clock starts now (not at spawn)
                             slot.started = time.monotonic()
