@@ -179,3 +179,12 @@ def test_a_parse_killed_mid_corpus_resumes_from_the_documents_it_had_read(tmp_pa
     for got, want in zip(resumed, whole):
         assert got.equals(want)
     assert resumed[0]["status"].to_list() == ["ok"] * 5
+
+
+def test_a_dead_workers_reason_names_the_signal_and_the_kernels_oom_kill():
+    from kohaku.ingest.workers import _exit_words, oom_kill_count
+
+    assert _exit_words(-9, False) == "killed by SIGKILL"
+    assert _exit_words(-11, True).startswith("killed by SIGSEGV, out of memory? the kernel's out-of-memory killer")
+    assert _exit_words(3, False) == "exit code 3"
+    assert oom_kill_count() >= 0   # 0 where the kernel's memory cgroup does not say
