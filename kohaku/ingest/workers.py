@@ -1,7 +1,8 @@
 """A pool of spawned worker processes that outlives its workers (the parse stage's pool).
 
 ``run_jobs(jobs, function, workers, limits, take)`` runs ``function(job)`` for each job in
-``workers`` spawned processes, one job at a time per process, and hands each result to ``take``
+``workers`` spawned processes, one job at a time per process (the next one waits in its pipe, so a
+worker never idles between jobs), and hands each result to ``take``
 in the parent. Unlike ``concurrent.futures.ProcessPoolExecutor`` (where one dead worker breaks the
 pool and every unfinished job fails), a worker that dies costs only the job it was running:
 
@@ -76,7 +77,8 @@ def run_jobs(jobs: Sequence[Any], function: Callable[[Any], Any], workers: int, 
 
 
 class _Slot:
-    """One worker process, its pipe, and the job it runs (None when idle)."""
+    """One worker process, its pipe, the jobs sent to it (the one it runs, and the next one,
+    queued in its pipe so it never waits for the parent between jobs)."""
 
     def __init__(self, ctx: Any, function: Callable[[Any], Any], limits: Limits, name: str) -> None:
         parent_end, child_end = ctx.Pipe(duplex=True)
@@ -85,12 +87,13 @@ class _Slot:
         self.proc.start()
         child_end.close()
         self.conn: Connection = parent_end
-        self.index: int | None = None
-        self.started: float | None = None   # when the worker began the job (its clock)
-        self.oom_kills = 0
+        self.assigned: deque[int] = deque()   # job indices sent, in order
+        self.running: int | None = None       # the job the worker said it began
+        self.started: float | None = None     # when it began it (the job's clock)
+        self.oom_kills = oom_kill_count()
 
     def send(self, index: int, job: Any) -> None:
-        self.index, self.started, self.oom_kills = index, None, oom_kill_count()
+        self.assigned.append(index)
         self.conn.send((index, job))
 
     def end(self, graceful: bool) -> None:
@@ -110,6 +113,8 @@ class _Slot:
 
 
 class _Pool:
+    DEPTH = 2   # jobs sent to a worker at once: the one it runs and the next
+
     def __init__(self, function: Callable[[Any], Any], workers: int, limits: Limits, name: str) -> None:
         self.ctx = multiprocessing.get_context("spawn")
         self.function, self.workers, self.limits, self.name = function, workers, limits, name
@@ -123,76 +128,78 @@ class _Pool:
     def run(self, jobs: Sequence[Any], take: Callable[[int, Any], None]) -> None:
         queue = deque(range(len(jobs)))
         deaths: dict[int, int] = {}
-        busy: dict[int, _Slot] = {}   # job index -> slot
         self.slots = [self._new() for _ in range(self.workers)]
-        while queue or busy:
+        while queue or any(s.assigned for s in self.slots):
             for k, slot in enumerate(self.slots):
-                if slot.index is None and queue:
-                    if not slot.proc.is_alive():   # died between jobs (its parent watch, a kill)
+                while len(slot.assigned) < self.DEPTH and queue:
+                    if not slot.assigned and not slot.proc.is_alive():   # died between jobs
                         slot.end(graceful=False)
                         self.slots[k] = slot = self._new()
                     index = queue.popleft()
                     try:
                         slot.send(index, jobs[index])
-                    except (OSError, EOFError):    # the worker died as the job was sent
-                        slot.index = index
-                    busy[index] = slot
-            ready = set(wait([s.conn for s in busy.values()] + [s.proc.sentinel for s in busy.values()],
-                             timeout=self._wait_s(busy)))
-            for index, slot in list(busy.items()):
-                failure: JobFailure | None = None
+                    except (OSError, EOFError):   # the worker died: seen below
+                        break
+            active = [s for s in self.slots if s.assigned]
+            ready = set(wait([s.conn for s in active] + [s.proc.sentinel for s in active],
+                             timeout=self._wait_s(active)))
+            for slot in active:
                 if slot.conn in ready:
                     try:
                         message = slot.conn.recv()
-                    except Exception:   # died while (or before) sending its result: a cut message
+                    except Exception:   # died while (or before) sending: a cut message
+                        message = None
                         slot.proc.join(timeout=5)
                         if slot.proc.is_alive():   # a pipe it can no longer use: end it
                             slot.proc.kill()
                             slot.proc.join(timeout=5)
-                    else:
-                        if message[0] == "start":   # the job's clock starts now (not at spawn)
-                            slot.started = time.monotonic()
-                            continue
-                        _, got, result = message
-                        del busy[index]
-                        slot.index = None
+                    if message is not None and message[0] == "start":
+                        slot.running, slot.started = message[1], time.monotonic()
+                        continue
+                    if message is not None:
+                        _, index, result = message
+                        slot.assigned.remove(index)
+                        slot.running = slot.started = None
                         if isinstance(result, JobFailure) and result.kind == "memory":
-                            self._replace(slot)   # its heap may be in a bad state
-                        take(got, result)
+                            self._replace(slot, queue)   # it exits: its heap may be in a bad state
+                        take(index, result)
                         continue
                 if slot.proc.sentinel in ready or not slot.proc.is_alive():
-                    deaths[index] = deaths.get(index, 0) + 1
                     slot.proc.join(timeout=5)
+                    index = slot.running if slot.running is not None else slot.assigned[0]
+                    deaths[index] = deaths.get(index, 0) + 1
                     code = slot.proc.exitcode
                     oom = oom_kill_count() > slot.oom_kills
-                    self._replace(slot)
+                    self._replace(slot, queue, index)
                     if deaths[index] < self.limits.tries:
                         log.warning("a %s worker died (%s) reading %s; it is sent to a new worker",
                                     self.name, _exit_words(code, oom), self.describe(jobs[index]))
                         queue.appendleft(index)
-                        del busy[index]
                         continue
-                    failure = JobFailure("died", (
+                    take(index, JobFailure("died", (
                         f"the {self.name} process reading it died {deaths[index]} times "
-                        f"({_exit_words(code, oom)})"))
-                elif (self.limits.timeout_s and slot.started is not None
+                        f"({_exit_words(code, oom)})")))
+                elif (self.limits.timeout_s and slot.running is not None and slot.started is not None
                       and time.monotonic() - slot.started > self.limits.timeout_s):
-                    self._replace(slot)
-                    failure = JobFailure("timeout", f"still running after {self.limits.timeout_s:g} s; "
-                                         "its worker was stopped")
-                if failure is not None:
-                    del busy[index]
-                    take(index, failure)
+                    index = slot.running
+                    self._replace(slot, queue, index)
+                    take(index, JobFailure("timeout", f"still running after {self.limits.timeout_s:g} s; "
+                                           "its worker was stopped"))
 
-    def _wait_s(self, busy: dict[int, _Slot]) -> float:
-        if not self.limits.timeout_s or not busy:
+    def _wait_s(self, active: list[_Slot]) -> float:
+        if not self.limits.timeout_s:
             return 1.0
         now = time.monotonic()
-        left = [s.started + self.limits.timeout_s - now for s in busy.values() if s.started is not None]
+        left = [s.started + self.limits.timeout_s - now for s in active if s.started is not None]
         return min(1.0, max(0.01, min(left))) if left else 1.0
 
-    def _replace(self, slot: _Slot) -> None:
-        """End ``slot``'s process (dead or not) and start a fresh one in its place."""
+    def _replace(self, slot: _Slot, queue: deque[int], done: int | None = None) -> None:
+        """End ``slot``'s process (dead or not), put the jobs it had not begun (all but
+        ``done``) back at the front of the queue, and start a fresh process in its place."""
+        for index in reversed(slot.assigned):
+            if index != done:
+                queue.appendleft(index)
+        slot.assigned.clear()
         slot.end(graceful=False)
         self.slots[self.slots.index(slot)] = self._new()
         self.replaced += 1
