@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, SAMPLE
 from faultkit import child_env, damaged_corpus, run_inprocess, run_json, table
 from kohaku.core.config import ConfigError
+from kohaku.core.errors import CorpusError
 from kohaku.runner.pipeline import StageError
 
 SAMPLE_IDS = ["lindqvist2024", "mehta2022", "okafor2023", "sato2025"]
@@ -153,6 +154,13 @@ def test_metadata_faults_stop_the_run_before_any_work(tmp_path, rows, header, me
 def test_questions_csv_faults_name_file_and_row(tmp_path, content, message):
     path = tmp_path / "q.csv"
     path.write_text(content, encoding="utf-8")
+    if not content:
+        # a file with no header cannot give the task's columns: refused when the config is
+        # composed, before any stage runs (kohaku.tasks.whole)
+        with pytest.raises(CorpusError, match=message) as err:
+            run_inprocess(tmp_path, f"corpus.questions={path}", "stages=[questions]")
+        assert str(path) in str(err.value) and not (tmp_path / "cache").exists()
+        return
     with pytest.raises(StageError, match=message) as err:
         run_inprocess(tmp_path, f"corpus.questions={path}", "stages=[questions]")
     assert str(path) in str(err.value) and "stage 'questions'" in str(err.value)
