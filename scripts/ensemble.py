@@ -1,14 +1,18 @@
-"""Ensemble WattBot submission CSVs by an abstention-aware, canonical majority vote.
+"""Ensemble submissions by an abstention-aware majority vote (WattBot's CSVs by default).
 
 Usage:
   python scripts/ensemble.py --out OUT.csv IN1.csv IN2.csv ... [--ref-mode answer_priority]
       [--tiebreak first] [--weights 2,1,1] [--no-ignore-blank] [--raw] [--seed 0]
-      [--metadata metadata.csv] [--task NAME|TASK.yaml]
+      [--metadata metadata.csv] [--task NAME|TASK.yaml] [--questions Q.csv] [--format csv|json]
 
-``--task`` ensembles another competition's submissions (kohaku/answer/ensemble.py): its
-submission columns and list format, its vote grouping (amounts, names, text), its blank cell
-and not-answerable token (an answer when the task never abstains), the winner as written when
-the task keeps the surface form; the output in the task's format.
+``--task`` ensembles another competition's submissions (kohaku/answer/ensemble.py), each its
+flat CSV or its JSON writer's document (detected; kohaku/tasks/submissions.py). They are voted
+exactly as the pipeline's vote stage votes samples: each question with the grouping of its answer
+kind (task.answer.kinds: numbers within vote.tolerance, booleans, names, sets of names, dates;
+the kind from --questions, else from the submissions' kind column), else the task's vote.group;
+its blank cell, and its not-answerable token (an answer when the task never abstains); the
+winner as written when the task keeps the surface form, else rendered by its kind. The output is
+the task's JSON document when --out ends in .json (or --format json), else its flat CSV.
 
 Inputs are in priority order (ties go to the earlier file with --tiebreak first). Values are
 compared in canonical form ("1,000" = "1000.0"; --raw votes on the strings as written, like
@@ -28,15 +32,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kohaku.core.config import ConfigError  # noqa: E402
+from kohaku.core.errors import KohakuError  # noqa: E402
 from kohaku.answer.ensemble import ensemble_submissions  # noqa: E402
 from kohaku.answer.voting import REF_MODES, TIEBREAKS, VoteConfig  # noqa: E402
-from kohaku.tasks.wattbot.submission import SubmissionError, read_csv_str, require_columns, write_submission  # noqa: E402
+from kohaku.tasks.submissions import require_csv  # noqa: E402
+from kohaku.tasks.wattbot.submission import read_csv_str, require_columns, write_submission  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("inputs", nargs="+", type=Path, help="submission CSVs, in priority order")
-    parser.add_argument("--out", required=True, type=Path, help="output submission CSV")
+    parser.add_argument("inputs", nargs="+", type=Path,
+                        help="submissions (CSV, or with --task its JSON documents), in priority order")
+    parser.add_argument("--out", required=True, type=Path, help="output submission (CSV, or .json with --task)")
     parser.add_argument("--ref-mode", choices=REF_MODES, default="answer_priority")
     parser.add_argument("--tiebreak", choices=TIEBREAKS, default="first")
     parser.add_argument("--weights", help="comma-separated vote weight per input, e.g. 2,1,1")
@@ -46,6 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metadata", type=Path, help="metadata.csv (id,url) to rebuild ref_url")
     parser.add_argument("--task", default="wattbot",
                         help="the competition: a conf/task option or a task YAML's path (default wattbot)")
+    parser.add_argument("--questions", type=Path,
+                        help="the task's questions file: each question's answer kind (default: the "
+                             "submissions' kind column)")
+    parser.add_argument("--submission-format", choices=("csv", "json"),
+                        help="with --task: the inputs' format (default: detected; a .json file or one "
+                             "that starts with { or [ is the task's JSON document)")
+    parser.add_argument("--format", choices=("csv", "json"),
+                        help="output format with --task (default: json for an --out ending in .json, else csv)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
@@ -66,30 +81,48 @@ def main(argv: list[str] | None = None) -> int:
             canonical=not args.raw,
         )
         if args.task != "wattbot":
-            from kohaku.core.artifacts import atomic_write
             from kohaku.runner.pipeline import task_values
             from kohaku.tasks import build_task, task_file
-            from kohaku.answer.ensemble import ensemble_task
 
             task = build_task(task_values(args.task), f"{task_file(args.task)}: task")
             if task.submission.writer != "wattbot":
-                frames = [read_csv_str(p) for p in args.inputs]
-                answers, submission = ensemble_task(frames, task, cfg, [str(p) for p in args.inputs])
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(args.out, submission.write_csv)
-                return _summary(answers, args)
+                return _summary(_ensemble_task(task, cfg, args), args)
         urls = None
         if args.metadata:
             meta = read_csv_str(args.metadata)
             require_columns(meta, ("id", "url"), str(args.metadata))
             urls = {r["id"].strip(): r["url"].strip() for r in meta.to_dicts() if r["id"].strip()}
-        frames = [read_csv_str(p) for p in args.inputs]
+        frames = [read_csv_str(require_csv(p, 'ensemble.py without --task')) for p in args.inputs]
         answers, submission = ensemble_submissions(frames, cfg, urls, [str(p) for p in args.inputs])
         write_submission(submission, args.out)
-    except (ConfigError, SubmissionError, FileNotFoundError) as exc:
+    except (KohakuError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return _summary(answers, args)
+
+
+def _ensemble_task(task, cfg: VoteConfig, args: argparse.Namespace):
+    """The vote of --task's submissions (CSV or JSON) written as CSV or as the task's document."""
+    from kohaku.answer.ensemble import ensemble_document, ensemble_task
+    from kohaku.core.artifacts import atomic_write
+    from kohaku.tasks.documents import write_json
+    from kohaku.tasks.io import read_questions
+    from kohaku.tasks.submissions import read_submission
+
+    questions = None
+    if args.questions:
+        questions = read_questions(args.questions, task.questions)
+    members = [read_submission(p, task, args.submission_format) for p in args.inputs]
+    names = [str(p) for p in args.inputs]
+    fmt = args.format or ("json" if args.out.suffix.lower() == ".json" else "csv")
+    if fmt == "json":
+        answers, document = ensemble_document(members, task, cfg, names, questions)
+        write_json(document, task.submission, args.out)
+        return answers
+    answers, submission = ensemble_task(members, task, cfg, names, questions)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(args.out, submission.write_csv)
+    return answers
 
 
 def _summary(answers, args: argparse.Namespace) -> int:

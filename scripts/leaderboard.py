@@ -10,7 +10,9 @@ swept keys; every point against the baseline point with a paired bootstrap 95 % 
 questions, p, Holm p and its error classes), comparison.csv and PNG plots (interval bars) into
 --out (default: OUTPUTS_DIR). Prints the best runs with their difference to the baseline and the
 task's score components (WattBot: value, ref, na; each run's scores.json names its metric; runs
-scored with different metrics are listed but not compared).
+scored with different metrics are listed but not compared). Every figure is on the task's own
+scale: a task whose score is a sum over questions in points, a set-level component (an F1 over the
+set) bootstrapped as the set statistic (kohaku/report/paired.py).
 
 The baseline is the first point (lowest point number) unless --baseline names one by its
 overrides, e.g. --baseline retrieve.top_k=4,infer.prompt_order=context_first. --task keeps

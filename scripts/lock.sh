@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Refresh requirements/cpu-lock.txt, the pins scripts/setup.sh installs from (README "Pinned
-# installs"). Resolves kohaku[dev] with torch==2.13.0 afresh in a scratch venv (newest releases
+# Refresh requirements/cpu-lock.txt, the pins scripts/setup.sh installs from
+# (docs/guides/pinned-installs.md). Resolves kohaku[dev] with torch==2.13.0 afresh in a scratch venv (newest releases
 # pyproject.toml allows) and writes every installed distribution as an == pin. Review the diff,
 # run the test suite and a sample run, then commit the new lock.
-# The gpu extra is not locked here: vllm pins its own torch (README "GPU").
+# The gpu extra is not locked here: vllm pins its own torch (docs/guides/gpu-vllm.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

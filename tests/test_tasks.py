@@ -405,7 +405,7 @@ def test_unknown_registry_name():
         registry.lookup("metric", "rouge", "task.score.metrics[1].fn")
     msg = str(err.value)
     assert "task.score.metrics[1].fn='rouge' is unknown" in msg
-    assert ("doc_jaccard, exact_match, llm_judge, na_f1, numeric_match, page_pools, page_prf, "
+    assert ("doc_jaccard, exact_match, kind_value, llm_judge, na_f1, numeric_match, page_pools, page_prf, "
             "token_f1") in msg
     assert registry.names("group") == ["amounts", "name", "text", "wattbot"]
     assert registry.names("writer") == ["columns", "json", "wattbot"]

@@ -212,7 +212,7 @@ def test_documents_left_out_of_the_tree_are_named(tmp_path, caplog):
     texts = [("heading", "Dummy PDF file"), ("text", "3"), ("text", "Page 1 of 1")]
     docs = pl.DataFrame([{"doc_id": d, "title": "Dummy PDF file", "url": "", "year": "", "type": "",
                           "citation": "", "source": f"pdfs/{d}.pdf", "format": "pdf", "n_pages": 1,
-                          "n_blocks": 1, "status": "ok", "error": "", "warnings": []} for d in ids],
+                          "n_blocks": 1, "status": "ok", "error": "", "warnings": [], "retry": False} for d in ids],
                         schema=DOCUMENTS_SCHEMA)
     blocks = pl.DataFrame([{"doc_id": d, "page": 1, "order": 0, "kind": k, "text": t, "font_size": None,
                             "level": None} for d, (k, t) in zip(ids, texts)], schema=BLOCKS_SCHEMA)
@@ -230,7 +230,7 @@ def test_documents_left_out_of_the_tree_are_named(tmp_path, caplog):
         assert item.startswith(f"{doc_id}: left out of the tree: no text left after segmentation")
     assert all(f"document {d}:" in caplog.text for d in ids)
     record = StageRecord("k", "p", False, 0.0, ctx.summary)
-    assert problem_lines({"tree": record}) == [("tree: 3 documents with problems", problems["items"])]
+    assert problem_lines({"tree": record}) == [("tree: 3 of 3 documents are not in the tree", problems["items"])]
 
 
 def _page_blocks(texts: list[tuple[int, str]]) -> tuple[pl.DataFrame, pl.DataFrame]:

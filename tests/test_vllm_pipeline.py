@@ -52,7 +52,7 @@ def test_sample_pipeline_on_vllm_writes_a_valid_submission(runs):
     assert submission["id"].to_list() == questions["id"].to_list() and submission.height == 11
     infer = first["stages"]["infer"]
     generations = pl.read_parquet(Path(infer["path"]) / "generations.parquet")
-    # vLLM does not close a JSON answer cut at max_tokens (README "Speed on a CPU"): SmolLM2
+    # vLLM does not close a JSON answer cut at max_tokens (docs/measured/speed.md): SmolLM2
     # sometimes loops until the cut. Every other answer must parse: an invalid answer that
     # stopped on its own would be a schema or parsing fault.
     bad = generations.filter(~pl.col("valid"))

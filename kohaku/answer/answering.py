@@ -56,8 +56,8 @@ class InferConfig:
     prompt_order: str = "context_first"
     n: int = 1                                  # samples per prompt
     temperature: float = 0.0  # 0: greedy
-    top_p: float = 1.0
-    seed: int = 0
+    top_p: float = 1.0              # nucleus sampling share (1: off)
+    seed: int = 0                   # sample k of a question uses seed + k
     max_tokens: int = 512  # per sample; the context is trimmed so prompt + this fits the model
     max_retries: int = 2                        # rounds after round 0 for all-blank questions
     ref_enum: bool = True                       # schema restricts ref_id to the context's doc ids

@@ -32,6 +32,7 @@ from kohaku.core.config import ConfigError
 from kohaku.core.cells import parse_ref_list
 from kohaku.core.values import BLANK, BLANK_ANSWER, Canonical, is_blank_value
 from kohaku.tasks.grouping import CANONICAL_GROUPING, Grouping
+from kohaku.tasks.spec import KindsSpec, VoteSpec
 
 log = logging.getLogger("kohaku.vote")
 
@@ -201,6 +202,30 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "source_idx": pl.Int64,
     "ref_fallback": pl.Boolean,
 }
+
+
+@dataclass(frozen=True)
+class TaskVote:
+    """How a task votes its answers: its grouping (``task.vote.group``), each question's grouping
+    from its answer kind (``by_qid``), whether the winner keeps its surface form, and the fallback
+    that fills a blank answer of a task that never abstains. The vote stage and
+    ``scripts/ensemble.py`` both build it with :func:`task_vote`, so they vote alike."""
+
+    grouping: Grouping
+    keep_surface: bool
+    by_qid: Mapping[str, Grouping]
+    fallback: str | None
+
+
+def task_vote(spec: VoteSpec, answer_kinds: KindsSpec, questions: pl.DataFrame, abstention: str,
+              fallback: str | None) -> TaskVote:
+    """The task's vote (:class:`TaskVote`); ``questions`` need ``qid`` and, with answer kinds, the
+    kinds column (errors name the row of a kind the task lacks)."""
+    from kohaku.tasks import kinds, registry
+
+    grouping = registry.lookup("group", spec.group, "task.vote.group")(spec)
+    return TaskVote(grouping, spec.keep_surface, kinds.groupings(questions, answer_kinds, spec.tolerance),
+                    fallback if abstention == "never" else None)
 
 
 def vote(candidates: pl.DataFrame, cfg: VoteConfig | None = None, grouping: Grouping = CANONICAL_GROUPING,

@@ -246,10 +246,11 @@ class ArtifactStore:
         shutil.rmtree(trash, ignore_errors=True)
 
     def clean_scratch(self, max_age_s: float = 24 * 3600) -> int:
-        """Remove temporary folders left by crashed runs (older than ``max_age_s``)."""
+        """Remove temporary folders left by crashed runs (older than ``max_age_s``): scratch
+        folders, and a stage's resume folder (``.partial-<key>``) no run has touched since."""
         removed = 0
         now = time.time()
-        for tmp in self.root.glob("*/.tmp-*"):
+        for tmp in [*self.root.glob("*/.tmp-*"), *self.root.glob("*/.partial-*")]:
             try:
                 if now - tmp.stat().st_mtime > max_age_s:
                     shutil.rmtree(tmp, ignore_errors=True)

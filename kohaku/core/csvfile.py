@@ -4,6 +4,8 @@ One reader for every CSV kohaku reads (metadata, questions, solutions, submissio
 column a string (ids such as ``q003`` or years must not become numbers), a UTF-8 byte-order mark
 accepted, stray non-UTF-8 bytes read as cp1252 with a warning, header names stripped, nulls as
 ``""``. Row numbers count data rows from 1, as a spreadsheet shows them below the header.
+Cells are kept as written, spaces included (an answer cell is not stripped); the readers of
+ids (questions, solutions, metadata, submissions) strip the id cells.
 """
 
 from __future__ import annotations

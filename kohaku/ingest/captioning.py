@@ -59,10 +59,10 @@ class CaptionConfig:
     """
 
     llm: dict[str, Any] | None = None
-    prompt: str = DEFAULT_PROMPT
-    max_tokens: int = 768
-    temperature: float = 0.0
-    seed: int = 0
+    prompt: str = DEFAULT_PROMPT    # the instruction sent with each figure's image
+    max_tokens: int = 768           # most tokens of one caption
+    temperature: float = 0.0        # sampling temperature (0: greedy, the same caption every run)
+    seed: int = 0                   # sampling seed
     use_cache: bool = True          # the generation cache under cache.dir
 
     def validate(self) -> None:

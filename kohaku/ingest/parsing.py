@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import multiprocessing
-import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import polars as pl
 from tqdm import tqdm
@@ -32,6 +29,7 @@ from kohaku.ingest.corpus import CorpusConfig, read_metadata
 from kohaku.ingest.text.clean import valid_text
 from kohaku.ingest.text.figures import FigureBox, FigureOptions, png_bytes, png_size, sha256
 from kohaku.ingest.text.ocr import OcrOptions, OcrUnavailable, engine_identity
+from kohaku.ingest.workers import JobFailure, Limits, run_jobs
 
 log = logging.getLogger("kohaku.parse")
 
@@ -52,6 +50,9 @@ DOCUMENTS_SCHEMA = {
     "status": pl.String,
     "error": pl.String,
     "warnings": pl.List(pl.String),
+    # the failure may not recur (a worker died, parse.doc_timeout_s or parse.worker_memory_gb
+    # passed): the next run parses the document again without force
+    "retry": pl.Boolean,
 }
 BLOCKS_SCHEMA = {
     "doc_id": pl.String,
@@ -109,6 +110,13 @@ class ParseConfig:
     # OCR of PDF pages without a usable text layer (kohaku/ingest/text/ocr.py): mode off | auto (pages
     # that need it) | always; the engine's name, version and language are in the parse key
     ocr: OcrOptions = field(default_factory=OcrOptions)
+    # seconds one parse job (a whole document, or one parse.pages_per_job page range of a PDF)
+    # may run in a worker before the worker is stopped and the document fails, named; 0 = no
+    # limit. Not in the key: a document that passed it is tried again on the next run
+    doc_timeout_s: float = not_keyed(1800.0)
+    # GiB of address space (RLIMIT_AS) each parse worker may map; an allocation past it fails
+    # that document alone, named; 0 = no limit. Not in the key (like doc_timeout_s)
+    worker_memory_gb: float = not_keyed(8.0)
 
     def validate(self) -> None:
         bad = [p for p in self.priority if p not in FORMATS]
@@ -123,6 +131,10 @@ class ParseConfig:
 
         if self.engine not in ENGINES:
             raise ValueError(f"engine={self.engine!r}: use one of {', '.join(ENGINES)}")
+        if not float(self.doc_timeout_s) >= 0:
+            raise ValueError(f"doc_timeout_s={self.doc_timeout_s}: use seconds (0 = no limit)")
+        if not float(self.worker_memory_gb) >= 0:
+            raise ValueError(f"worker_memory_gb={self.worker_memory_gb}: use GiB (0 = no limit)")
         if int(self.pages_per_job) < 1:
             raise ValueError(f"pages_per_job={self.pages_per_job}: use 1 or more")
         self.figures.validate()
@@ -137,6 +149,13 @@ class ParseConfig:
     @property
     def n_workers(self) -> int:
         return int(self.workers) if self.workers else max(1, min(4, available_cpus()))
+
+    @property
+    def limits(self) -> Limits:
+        """The per-job limits of the worker pool (a worker that dies is replaced, its job sent
+        once more)."""
+        timeout, memory = float(self.doc_timeout_s), float(self.worker_memory_gb)
+        return Limits(timeout_s=timeout or None, memory_bytes=int(memory * 2**30) or None, tries=2)
 
 
 # ----------------------------------------------------------------------- discovery
@@ -276,10 +295,15 @@ def parse_file(fmt: str, path: Path, cfg: ParseConfig,
     return formats.read_text(path)
 
 
+# A reader of one document file of a format -> (blocks, n_pages, warnings), raising
+# DocumentError (or any exception) when it cannot; ``read_corpus(readers=...)`` puts one in place
+# of the built-in reader of a format (a module-level function: workers import it by name).
+Reader = Callable[[Path], "tuple[list[dict[str, Any]], int, list[str]]"]
+
 # A job: (doc_id, format, path, config values, first page, page after the last; 0/None for a
-# whole document). PDFs are read in page ranges (kohaku.ingest.text.pdf.read_pdf_part) and assembled
-# here; other formats are read whole.
-Job = tuple[str, str, str, dict[str, Any], int, "int | None"]
+# whole document, the reader given for the format or None). PDFs are read in page ranges
+# (kohaku.ingest.text.pdf.read_pdf_part) and assembled here; other formats are read whole.
+Job = tuple[str, str, str, dict[str, Any], int, "int | None", "Reader | None"]
 
 
 def _job_pages(job: Job) -> int:
@@ -331,12 +355,20 @@ def _check_file(path: Path) -> None:
         raise DocumentError("empty file (0 bytes); re-download it or remove its metadata row")
 
 
-def _parse_job(job: Job) -> dict[str, Any]:
-    """Worker entry point (module level so a spawned process can import it): a PDF part or a
-    whole document of another format; never raises (a bad document must not stop the corpus)."""
-    doc_id, fmt, path, cfg_values, start, stop = job
+def parse_job(job: Job) -> dict[str, Any]:
+    """One parse job, in whatever process runs it (module level so a spawned worker can
+    import it): a PDF's page range or a whole document of another format ->
+    ``{"doc_id", "error", ...}``: a PDF ``part`` or the document's ``blocks``, ``n_pages``,
+    ``warnings``, ``figures``; ``error`` names why the document cannot be read. Never raises but
+    MemoryError (a bad document must not stop the corpus; the pool names the memory limit)."""
+    doc_id, fmt, path, cfg_values, start, stop, reader = job
     cfg = ParseConfig(**cfg_values)
     try:
+        if reader is not None:
+            _check_file(Path(path))
+            blocks, n_pages, warnings = reader(Path(path))
+            return {"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings,
+                    "error": "", "figures": []}
         if fmt == "pdf":
             from kohaku.ingest.text.pdf import read_pdf_part
 
@@ -347,6 +379,8 @@ def _parse_job(job: Job) -> dict[str, Any]:
         blocks, n_pages, warnings = parse_file(fmt, Path(path), cfg, figures)
         return {"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings, "error": "",
                 "figures": figures}
+    except MemoryError:
+        raise
     except Exception as exc:
         return {"doc_id": doc_id, "error": _error_text(exc)}
 
@@ -357,10 +391,35 @@ def _error_text(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, DocumentError) else f"{type(exc).__name__}: {exc}"
 
 
-def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig,
-               cfg_values: dict[str, Any]) -> tuple[list[Job], dict[str, int]]:
+def _failure_text(failure: JobFailure, job: Job, cfg: ParseConfig) -> str:
+    """The documents-table error of a job the pool could not finish: the limit's config key or
+    what happened to the worker, the pages of a PDF part, and what to do."""
+    pages = f"pages {job[4] + 1}-{job[5]}: " if job[5] is not None else ""
+    if failure.kind == "timeout":
+        what = (f"over the time limit parse.doc_timeout_s={float(cfg.doc_timeout_s):g} ({failure.message}); "
+                "raise the limit if the document is sound")
+    elif failure.kind == "memory":
+        what = (f"over the memory limit parse.worker_memory_gb={float(cfg.worker_memory_gb):g} "
+                f"({failure.message}); raise the limit if the document is sound")
+        if not float(cfg.worker_memory_gb):
+            what = f"out of memory ({failure.message})"
+    elif failure.kind == "died":
+        what = f"worker died: {failure.message}"
+    else:
+        what = failure.message
+    return f"{pages}{what}{RETRY_NOTE}" if failure.kind != "error" else pages + what
+
+
+RETRY_NOTE = "; the next run tries it again"
+AGAIN_NOTE = ("; it failed again when the next run retried it and is recorded as failed "
+              "(force=[parse] parses the corpus once more)")
+
+
+def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig, cfg_values: dict[str, Any],
+               readers: dict[str, Reader] | None = None) -> tuple[list[Job], dict[str, int]]:
     """Jobs (long PDFs split into ``cfg.pages_per_job`` page ranges, the longest first so no
     document is left to run alone at the end) and the number of jobs of each document."""
+    readers = readers or {}
     from kohaku.ingest.text.pdf import pdf_page_count
 
     jobs: list[Job] = []
@@ -371,21 +430,87 @@ def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig,
             continue
         fmt, path = hits[0]
         n = 0
-        if fmt == "pdf":
+        if fmt == "pdf" and fmt not in readers:
             try:
                 n = pdf_page_count(path) if path.stat().st_size else 0
             except Exception:  # unreadable: one job reports the reason
                 n = 0
         ranges: list[tuple[int, int | None]] = [(a, min(a + step, n)) for a in range(0, n, step)] or [(0, None)]
         counts[doc_id] = len(ranges)
-        jobs.extend((doc_id, fmt, str(path), cfg_values, a, b) for a, b in ranges)
+        jobs.extend((doc_id, fmt, str(path), cfg_values, a, b, readers.get(fmt)) for a, b in ranges)
     jobs.sort(key=lambda j: -_job_pages(j))
     return jobs, counts
 
 
-def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers: int) -> dict[str, dict[str, Any]]:
-    """Run the jobs (in worker processes when there are several and ``workers`` > 1) -> one
-    result per document: PDF parts assembled in page order."""
+# Runs the parse jobs elsewhere (run.executor=ray: kohaku.core.executors.RaySession.map): gets
+# the job function and the jobs, yields (job, its result or the exception that lost it)
+MapJobs = Callable[[Callable[[Job], dict[str, Any]], list[Job]], Iterable[tuple[Job, Any]]]
+
+
+class Checkpoint:
+    """The documents a parse has read so far, one JSON file each in ``folder`` (written as each
+    document is read: its blocks, warnings and figures, their PNG in base64; no pickles), so a
+    parse killed in the middle (the run's own process: SIGKILL, power loss) resumes from them.
+    A failure that may not recur is not kept (the resumed parse tries it). The folder belongs to
+    one corpus and configuration (the parse stage uses ``.partial-<key>`` beside its artifacts)
+    and is removed once the parse is complete."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    def _file(self, doc_id: str) -> Path:
+        import hashlib
+
+        return self.folder / f"{hashlib.sha256(doc_id.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}.json"
+
+    def get(self, doc_id: str) -> dict[str, Any] | None:
+        """The document's result when a parse kept it (None when not, or unreadable)."""
+        import base64
+        import json
+
+        try:
+            data = json.loads(self._file(doc_id).read_text(encoding="utf-8"))
+            if data["doc_id"] != doc_id:
+                return None
+            data["figures"] = [FigureBox(**{**f, "png": base64.b64decode(f["png"]) if f["png"] else None})
+                               for f in data["figures"]]
+            return data
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, res: dict[str, Any]) -> None:
+        import base64
+        import json
+
+        from kohaku.core.artifacts import atomic_write
+
+        if res.get("retry"):
+            return
+        keep = ("page", "kind", "text", "font_size", "level", "source", "confidence")
+        data = {
+            "doc_id": res["doc_id"], "n_pages": res.get("n_pages") or 0, "error": res["error"],
+            "warnings": list(res.get("warnings") or []),
+            "blocks": [{k: b.get(k) for k in keep} for b in res.get("blocks") or []],
+            "figures": [{**dataclasses.asdict(f), "png": base64.b64encode(f.png).decode() if f.png else None}
+                        for f in res.get("figures") or []],
+        }
+        self.folder.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(data)
+        atomic_write(self._file(res["doc_id"]), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+    def clear(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers: int,
+              checkpoint: Checkpoint | None = None, map_jobs: MapJobs | None = None) -> dict[str, dict[str, Any]]:
+    """Run the jobs (by ``map_jobs`` when given: a Ray cluster; else in worker processes,
+    kohaku/ingest/workers.py, when ``workers`` > 1: a worker that dies or passes a limit costs
+    its own document only) -> one result per document:
+    PDF parts assembled in page order. ``retry`` marks a failure that may not recur (a worker
+    died, a limit was passed)."""
     from kohaku.ingest.text.pdf import assemble_pdf
 
     parts: dict[str, list[dict[str, Any]]] = {}
@@ -393,10 +518,15 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
     opts = _pdf_options(cfg)
     engine: Counter = Counter()
 
+    def done(res: dict[str, Any]) -> None:
+        results[res["doc_id"]] = res
+        if checkpoint is not None:
+            checkpoint.put(res)
+
     def take(res: dict[str, Any]) -> None:
         doc_id = res["doc_id"]
         if "part" not in res and "blocks" in res:   # a whole non-PDF document
-            results[doc_id] = res
+            done(res)
             return
         got = parts.setdefault(doc_id, [])
         got.append(res)
@@ -407,20 +537,21 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
             if r.get("part") is not None:
                 engine["pages"] += len(r["part"].pages)
                 engine.update(r["part"].engine)
-        errors = [r["error"] for r in got if r["error"]]
+        errors = [r for r in got if r["error"]]
         if errors:
-            results[doc_id] = {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [], "error": errors[0],
-                               "figures": []}
+            first = next((r for r in errors if r.get("retry")), errors[0])
+            done({"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [],
+                  "error": first["error"], "figures": [], "retry": bool(first.get("retry"))})
             return
         figures: list[FigureBox] = []
         try:
             blocks, n_pages, warnings = assemble_pdf([r["part"] for r in got], opts,
                                                      figures if cfg.figures.enabled else None)
-            results[doc_id] = {"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings,
-                               "error": "", "figures": figures}
+            done({"doc_id": doc_id, "blocks": blocks, "n_pages": n_pages, "warnings": warnings,
+                  "error": "", "figures": figures})
         except Exception as exc:
-            results[doc_id] = {"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [],
-                               "error": _error_text(exc), "figures": []}
+            done({"doc_id": doc_id, "blocks": [], "n_pages": 0, "warnings": [],
+                  "error": _error_text(exc), "figures": []})
 
     total = sum(_job_pages(j) for j in jobs)
     if cfg.engine == "pdfium" and any(j[1] == "pdf" for j in jobs):
@@ -428,93 +559,40 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
 
         native.library()   # built here once (or its warning given once), not by every worker
     bar = tqdm(total=total, desc="parse", unit="page", disable=total < 50)
+    limits = cfg.limits
+
+    def take_pooled(index: int, res: dict[str, Any] | JobFailure) -> None:
+        job = jobs[index]
+        if isinstance(res, JobFailure):
+            res = {"doc_id": job[0], "error": _failure_text(res, job, cfg), "retry": res.kind != "error"}
+        take(res)
+        bar.update(_job_pages(job))
+
     try:
-        if workers <= 1 or len(jobs) < 2:
+        if map_jobs is not None:
+            for job, res in map_jobs(parse_job, jobs):
+                if isinstance(res, BaseException):  # its worker lost on every try: may not recur
+                    res = {"doc_id": job[0], "error": f"worker failed: {type(res).__name__}: {res}{RETRY_NOTE}",
+                           "retry": True}
+                take(res)
+                bar.update(_job_pages(job))
+        elif workers <= 1 or not jobs:
             for job in jobs:
-                take(_parse_job(job))
+                try:
+                    res = parse_job(job)
+                except MemoryError:
+                    res = {"doc_id": job[0], "error": f"out of memory (MemoryError){RETRY_NOTE}", "retry": True}
+                take(res)
                 bar.update(_job_pages(job))
         else:
-            _run_pool(jobs, min(workers, len(jobs)), take, bar)
+            run_jobs(jobs, parse_job, min(workers, len(jobs)), limits, take_pooled, name="parse",
+                     describe=lambda job: f"document {job[0]} ({Path(job[2]).name})")
     finally:
         bar.close()
     if engine["pages"]:
         log.info("PDF pages read: %d (engine %s); pdfplumber asked for ruled tables on %d, opened %d",
                  engine["pages"], cfg.engine, engine["table_pages"], engine["plumber_pages"])
     return results
-
-
-def _run_pool(jobs: list[Job], workers: int, take: Callable[[dict[str, Any]], None], bar: Any) -> None:
-    """The jobs in ``workers`` spawned processes. A stop (SIGINT, SIGTERM, or any error here)
-    terminates the workers before it goes on up; a worker whose parent is gone exits by itself."""
-    ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                               initargs=(os.getpid(),))
-    restore = _raise_on_sigterm()
-    try:
-        futures = {pool.submit(_parse_job, job): job for job in jobs}
-        for fut in as_completed(futures):
-            job = futures[fut]
-            try:
-                res = fut.result()
-            except Exception as exc:  # a worker died (out of memory, segfault in a C library)
-                res = {"doc_id": job[0], "error": f"worker failed: {type(exc).__name__}: {exc}"}
-            take(res)
-            bar.update(_job_pages(job))
-    except BaseException:
-        _stop_pool(pool)
-        raise
-    finally:
-        restore()
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _worker_init(parent: int) -> None:
-    """In each parse worker: Ctrl-C is the parent's to handle (it stops the workers), and a
-    watchdog ends the worker when its parent is gone (killed without a chance to stop them)."""
-    import signal
-    import threading
-    import time
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent:
-                os._exit(1)
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
-
-
-def _raise_on_sigterm() -> Callable[[], None]:
-    """SIGTERM raises SystemExit(143) in the main thread while workers run (so they are stopped
-    on the way out); returns the function that puts the previous handler back."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    return lambda: signal.signal(signal.SIGTERM, previous)
-
-
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Terminate the pool's worker processes now (then kill any that linger)."""
-    procs = list(getattr(pool, "_processes", {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in procs:
-        proc.join(timeout=5)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=5)
-    log.warning("parse stopped: %d worker process(es) terminated", len(procs))
 
 
 def parse_corpus(
@@ -526,16 +604,32 @@ def parse_corpus(
 
 
 def read_corpus(
-    root: Path, metadata: pl.DataFrame, cfg: ParseConfig
+    root: Path, metadata: pl.DataFrame, cfg: ParseConfig, readers: dict[str, Reader] | None = None,
+    only: set[str] | None = None, checkpoint: Checkpoint | None = None, map_jobs: MapJobs | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Parse every document of ``metadata`` under ``root`` -> (documents, blocks, figures)."""
+    """Parse every document of ``metadata`` under ``root`` -> (documents, blocks, figures).
+    ``readers``: format -> a reader used in place of the built-in one; ``only``: parse these
+    documents alone (their rows only; no rows for files metadata.csv does not list);
+    ``checkpoint``: each document is kept there as it is read, and the documents an interrupted
+    parse kept there are not read again; ``map_jobs``: runs the parse jobs elsewhere (a Ray
+    cluster: kohaku.core.executors), the tables are the same.
+    A documents row with ``retry`` true failed for a cause that may not recur."""
     root = Path(root)
+    if only is not None:
+        metadata = metadata.filter(pl.col("id").is_in(sorted(only)))
     ids = metadata["id"].to_list()
     found = find_documents(root, ids, cfg)
     cfg = ocr_usable(cfg, log)
     cfg_values = dataclasses.asdict(cfg)
-    jobs, counts = _plan_jobs(found, cfg, cfg_values)
-    results = _run_jobs(jobs, counts, cfg, cfg.n_workers)
+    kept: dict[str, dict[str, Any]] = {}
+    if checkpoint is not None:
+        kept = {d: r for d, hits in found.items() if hits for r in [checkpoint.get(d)] if r is not None}
+        if kept:
+            log.info("parse: %d document(s) reused from an interrupted parse (%s), %d to read",
+                     len(kept), checkpoint.folder, sum(1 for d, h in found.items() if h and d not in kept))
+    todo = {d: hits for d, hits in found.items() if d not in kept}
+    jobs, counts = _plan_jobs(todo, cfg, cfg_values, readers)
+    results = {**kept, **_run_jobs(jobs, counts, cfg, cfg.n_workers, checkpoint, map_jobs)}
 
     doc_rows: list[dict[str, Any]] = []
     block_tables: list[pl.DataFrame] = []    # one a document, each checked on its own
@@ -549,7 +643,7 @@ def read_corpus(
         row = {
             "doc_id": doc_id, "title": meta["title"], "url": meta["url"], "year": meta["year"],
             "type": meta["type"], "citation": meta["citation"], "source": "", "format": "",
-            "n_pages": 0, "n_blocks": 0, "status": "error", "error": "", "warnings": [],
+            "n_pages": 0, "n_blocks": 0, "status": "error", "error": "", "warnings": [], "retry": False,
         }
         if not hits and doc_id in images:  # a document given only as its figures
             warnings = list(caption_warnings)
@@ -583,6 +677,7 @@ def read_corpus(
             warnings.append(f"also found {others}; used {_rel(path, root)} (parse.priority)")
         if res["error"]:
             row["error"] = res["error"]
+            row["retry"] = bool(res.get("retry"))
         else:
             kept = [k for k, b in enumerate(res["blocks"]) if (b.get("text") or "").strip()]
             blocks = [res["blocks"][k] for k in kept]
@@ -612,14 +707,39 @@ def read_corpus(
                     row["status"] = "warning" if warnings else "ok"
         row["warnings"] = warnings
         doc_rows.append(_valid_row(row))
-    for doc_id in sorted(set(images) - set(ids)):
+    for doc_id in sorted(set(images) - set(ids)) if only is None else ():
         doc_rows.append(_orphan_row(doc_id, f"{IMAGE_DIR}/{doc_id}", "images", "image folder"))
-    for doc_id, path in find_orphans(root, set(ids), cfg):
+    for doc_id, path in find_orphans(root, set(ids), cfg) if only is None else ():
         doc_rows.append(_orphan_row(doc_id, _rel(path, root), path.suffix.lstrip("."), "file"))
     documents = pl.DataFrame(doc_rows, schema=DOCUMENTS_SCHEMA).sort("doc_id")
     blocks = pl.concat([pl.DataFrame(schema=BLOCKS_SCHEMA), *block_tables]).sort(["doc_id", "order"])
     figures = pl.concat([pl.DataFrame(schema=FIGURES_SCHEMA), *figure_tables]).sort(["doc_id", "figure"])
     return documents, blocks, figures
+
+
+def reread_corpus(
+    root: Path, metadata: pl.DataFrame, cfg: ParseConfig,
+    previous: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], readers: dict[str, Reader] | None = None,
+    map_jobs: MapJobs | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, list[str]]:
+    """``previous`` (documents, blocks, figures of this corpus and config) with the documents
+    whose ``retry`` is true parsed again and every other row kept -> (documents, blocks,
+    figures, the ids parsed again). A document that fails again for a cause that may not recur is
+    recorded as failed (``retry`` false), so the run after this one reuses the tables."""
+    documents, blocks, figures = previous
+    again = sorted(documents.filter(pl.col("retry"))["doc_id"].to_list())
+    new_docs, new_blocks, new_figures = read_corpus(root, metadata, cfg, readers, only=set(again),
+                                                       map_jobs=map_jobs)
+    new_docs = new_docs.with_columns(
+        error=pl.when(pl.col("retry")).then(pl.col("error").str.replace(RETRY_NOTE, "", literal=True) + AGAIN_NOTE)
+        .otherwise(pl.col("error")),
+        retry=pl.lit(False),
+    )
+    kept = pl.col("doc_id").is_in(again).not_()
+    return (pl.concat([documents.filter(kept), new_docs]).sort("doc_id"),
+            pl.concat([blocks.filter(kept), new_blocks]).sort(["doc_id", "order"]),
+            pl.concat([figures.filter(kept), new_figures]).sort(["doc_id", "figure"]),
+            again)
 
 
 class BadValue(ValueError):
@@ -656,7 +776,7 @@ def _orphan_row(doc_id: str, source: str, fmt: str, what: str) -> dict[str, Any]
         "doc_id": doc_id, "title": "", "url": "", "year": "", "type": "", "citation": "",
         "source": source, "format": fmt, "n_pages": 0, "n_blocks": 0, "status": "error",
         "error": f"{what} has no row in metadata.csv; add one (id,type,title,year,citation,url) to include it",
-        "warnings": [],
+        "warnings": [], "retry": False,
     }
 
 
@@ -701,12 +821,12 @@ def log_summary(documents: pl.DataFrame, logger: logging.Logger) -> None:
                 logger.warning("document %s (%s): %s", row["doc_id"], row["source"], w)
 
 
-def document_problems(documents: pl.DataFrame, limit: int = 50) -> dict[str, Any]:
+def document_problems(documents: pl.DataFrame) -> dict[str, Any]:
     """``{"what": "documents", "count": N, "items": ["id (source): reason", ...]}`` for the
     documents with status error or warning (the runner lists them at the end of the run)."""
     bad = documents.filter(pl.col("status") != "ok").sort(["status", "doc_id"])
     items = []
-    for row in bad.head(limit).iter_rows(named=True):
+    for row in bad.iter_rows(named=True):
         reason = row["error"] if row["status"] == "error" else "; ".join(row["warnings"])
         where = f" ({row['source']})" if row["source"] else ""
         items.append(f"{row['doc_id']}{where} {row['status']}: {reason}")
@@ -731,4 +851,6 @@ def parse_summary(documents: pl.DataFrame, blocks: pl.DataFrame,
         "n_blocks": blocks.height,
         "formats": dict(sorted(Counter(f for f in documents["format"].to_list() if f).items())),
         "problems": problems,
+        # failed for a cause that may not recur: the next run parses these again (the runner)
+        "retry": sorted(documents.filter(pl.col("retry"))["doc_id"].to_list()),
     }

@@ -44,10 +44,10 @@ _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 
 @dataclass
 class FakeConfig:
-    name: str
-    backend: str
-    model: str = "fake"
-    revision: str = "0"
+    name: str                       # the option's label (conf/llm/fake.yaml)
+    backend: str                    # fake
+    model: str = "fake"             # a label only: no model is loaded
+    revision: str = "0"             # a label only
     script: str = "default"       # default: the behaviour described in kohaku/llm/fake.py
     max_context: int = 8192       # tokens (counted with kohaku.core.tokens)
 

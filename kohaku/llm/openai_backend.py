@@ -74,21 +74,22 @@ FALLBACK_CONTEXT = 32768     # tokens, when llm.max_context is null and the serv
 
 @dataclass
 class OpenAIConfig:
-    name: str
-    backend: str
-    model: str
-    revision: str | None = None
+    name: str                       # the option's label (conf/llm/<name>.yaml)
+    backend: str                    # openai
+    model: str                      # the model name the server serves
+    revision: str | None = None     # the model's version, for the cache identity (null: none)
     base_url: str | None = None            # overrides the variable named by base_url_env
     # the server's url is in the identity (config_identity), whichever setting named it
     base_url_env: str = not_keyed("OPENAI_BASE_URL")
-    api_key_env: str = not_keyed("OPENAI_API_KEY")
+    api_key_env: str = not_keyed("OPENAI_API_KEY")  # environment variable holding the API key
+    # url when neither base_url nor base_url_env gives one
     default_base_url: str = "https://api.openai.com/v1"
     # how requests travel, not what they ask: a request that fails for good fails the stage
     # (each sample is one request with its own seed, whatever is in flight beside it)
     max_concurrency: int = not_keyed(8)    # requests in flight
     max_retries: int = not_keyed(6)        # per HTTP request
     backoff_base: float = not_keyed(1.0)   # seconds; doubles per retry, with +-50 % jitter
-    backoff_max: float = not_keyed(60.0)
+    backoff_max: float = not_keyed(60.0)  # seconds: the longest wait between retries
     connect_timeout: float = not_keyed(10.0)   # seconds to open a connection
     timeout: float = not_keyed(300.0)      # seconds to wait for the answer of one request
     stall_seconds: float = not_keyed(30.0)     # no request finished this long: log and probe the server
@@ -96,7 +97,8 @@ class OpenAIConfig:
     max_context: int | None = 32768        # tokens the served model accepts; null: ask the server
     estimate_margin: float = 0.10          # share of a server-reported context kept free
     json_mode: str = "schema"              # schema | object | none
-    per_sample_seed: bool = True
+    per_sample_seed: bool = True    # one request per sample, seed + k (false: n samples in one request)
+    # JSON schema keys removed for vLLM servers
     drop_schema_keys: list[str] = field(default_factory=lambda: ["maxLength", "minLength"])
     extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
 

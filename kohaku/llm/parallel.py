@@ -87,23 +87,32 @@ def _worker(conn, llm_cfg: dict[str, Any], devices: str) -> None:  # pragma: no 
     conn.close()
 
 
-class DataParallelBackend:
-    """Shards each ``generate`` over worker processes (see the module docstring).
+def take_shard(merged: list[Completion | None], start: int, end: int, comps: list[dict[str, Any]],
+               on_complete: OnComplete | None, errors: list[str], who: str) -> bool:
+    """Put a shard's completions (plain dicts) at ``merged[start:end]`` and hand each to
+    ``on_complete``; a wrong count or a failing ``on_complete`` is added to ``errors`` naming
+    ``who`` (so every other shard's reply is still read). False when the count is wrong."""
+    if len(comps) != end - start:
+        errors.append(f"{who} returned {len(comps)} completions for {end - start}")
+        return False
+    for j, c in enumerate(comps):
+        merged[start + j] = Completion.from_dict(c)
+        if on_complete is not None:
+            try:  # read every shard's reply first, whatever happens here
+                on_complete(start + j, 0, merged[start + j])  # type: ignore[arg-type]
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"storing the completions of {who}: {exc}")
+    return True
 
-    ``local`` answers identity / max_context / count_tokens in this process without loading the
-    model (vLLM: tokenizer only); it defaults to a backend built from ``llm_cfg`` here.
-    """
 
-    def __init__(self, llm_cfg: dict[str, Any], devices: list[str], local: Backend | None = None,
-                 start_timeout: float = 3600.0):
-        if not devices:
-            raise BackendError("data parallelism needs at least one device (llm.data_parallel_size)")
-        self.llm_cfg = dict(llm_cfg)
-        self.devices = list(devices)
-        self._local = local
-        self.start_timeout = start_timeout
-        self._workers: list[tuple[Any, Any]] = []  # (process, connection)
-        self.last_shards: list[dict[str, Any]] = []
+class LocalFront:
+    """What a backend that generates elsewhere (replica processes, Ray actors) answers in this
+    process: identity without loading anything; max_context, count_tokens and the cache
+    parameters from ``local`` (built from ``llm_cfg`` on first use unless given; vLLM: the
+    tokenizer only). Needs ``self.llm_cfg`` and ``self._local``."""
+
+    llm_cfg: dict[str, Any]
+    _local: Backend | None
 
     @property
     def local(self) -> Backend:
@@ -127,6 +136,25 @@ class DataParallelBackend:
     def cache_params(self, req: ChatRequest) -> dict[str, Any]:
         """The replicas send what the local backend would (kohaku/llm/base.py)."""
         return request_params(self.local, req)
+
+
+class DataParallelBackend(LocalFront):
+    """Shards each ``generate`` over worker processes (see the module docstring).
+
+    ``local`` answers identity / max_context / count_tokens in this process without loading the
+    model (vLLM: tokenizer only); it defaults to a backend built from ``llm_cfg`` here.
+    """
+
+    def __init__(self, llm_cfg: dict[str, Any], devices: list[str], local: Backend | None = None,
+                 start_timeout: float = 3600.0):
+        if not devices:
+            raise BackendError("data parallelism needs at least one device (llm.data_parallel_size)")
+        self.llm_cfg = dict(llm_cfg)
+        self.devices = list(devices)
+        self._local = local
+        self.start_timeout = start_timeout
+        self._workers: list[tuple[Any, Any]] = []  # (process, connection)
+        self.last_shards: list[dict[str, Any]] = []
 
     def _start(self) -> None:
         if self._workers:
@@ -176,17 +204,8 @@ class DataParallelBackend:
             if status != "ok":
                 errors.append(f"worker {w} (CUDA_VISIBLE_DEVICES={self.devices[w]}): {payload}")
                 continue
-            comps = payload["completions"]
-            if len(comps) != end - start:
-                errors.append(f"worker {w} returned {len(comps)} completions for {end - start}")
+            if not take_shard(merged, start, end, payload["completions"], on_complete, errors, f"worker {w}"):
                 continue
-            for j, c in enumerate(comps):
-                merged[start + j] = Completion.from_dict(c)
-                if on_complete is not None:
-                    try:  # read every worker's reply first, whatever happens here
-                        on_complete(start + j, 0, merged[start + j])
-                    except Exception as exc:
-                        errors.append(f"storing the completions of worker {w}: {exc}")
             self.last_shards.append({"worker": w, "devices": payload["devices"],
                                      "pid": payload["pid"], "start": start, "end": end})
         if errors:

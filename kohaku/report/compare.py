@@ -119,13 +119,15 @@ def run_metric(source: str | Path) -> Metric | None:
     return metric_of(scores, where=str(path / "scores.json")) if scores.get("metric") else None
 
 
-def score_with_task(task: Any, solutions: str | Path, source: str | Path, variant: str | None = None) -> Scored:
+def score_with_task(task: Any, solutions: str | Path, source: str | Path, variant: str | None = None,
+                    fmt: str | None = None) -> Scored:
     """One source's submission scored with a task's own scorer
-    (:func:`kohaku.tasks.scoring.score_submission`; its summary names the metric)."""
+    (:func:`kohaku.tasks.scoring.score_submission`; its summary names the metric); ``fmt``: the
+    submission's format (csv | json; None: detected)."""
     from kohaku.tasks.scoring import score_submission
 
     sub = submission_of(source)
-    result = score_submission(task, solutions, sub, variant=variant, subset=False)
+    result = score_submission(task, solutions, sub, variant=variant, subset=False, fmt=fmt)
     summary = result.summary()
     metric = metric_of(summary, variant, f"{sub} (scored with task {getattr(task, 'name', task)})")
     table = result.table
@@ -228,37 +230,45 @@ def score_matrix(configs: list[Config], variant: str | Metric | None = None, sub
     blank = (first["truth_blank"].cast(pl.Boolean).fill_null(False).to_numpy()
              if "truth_blank" in first.columns else None)
     per_config = [[arrays(t) for t in tables] for tables in collapsed]
-    parts: list[ComponentMatrix] = []
-    for comp in metric.components:
-        rows, masks = [], []
-        for per_run in per_config:
-            xs = [v[comp.column] for v, _ in per_run]
-            if comp.over is None:
-                rows.append(np.mean(xs, axis=0))
-                continue
-            ws = [w[comp.over] for _, w in per_run]
-            if all(np.array_equal(w, ws[0]) for w in ws[1:]):
-                rows.append(np.mean(xs, axis=0))
-                masks.append(ws[0])
-            else:  # the runs cover different questions: the masked mean over the runs
-                w = np.mean(ws, axis=0)
-                hits = np.mean([x * wi for x, wi in zip(xs, ws)], axis=0)
-                rows.append(np.where(w > 0, hits / np.where(w > 0, w, 1.0), 0.0))
-                masks.append(w)
-        parts.append(ComponentMatrix(comp.name, comp.weight, np.array(rows),
-                                     _mask_stack(masks) if comp.over else None,
-                                     comp.empty_value if comp.over else 0.0))
+    parts = [_component(comp, [_mean_runs(comp, per_run) for per_run in per_config]) for comp in metric.components]
     seed_scores = []
     for c, per_run in zip(configs, per_config):
         runs = ScoreMatrix(
             [f"{c.name}#{i}" for i in range(len(per_run))], qids, blank=blank, metric=metric,
-            components=[ComponentMatrix(comp.name, comp.weight, np.array([v[comp.column] for v, _ in per_run]),
-                                        _mask_stack([w[comp.over] for _, w in per_run]) if comp.over else None,
-                                        comp.empty_value if comp.over else 0.0)
-                        for comp in metric.components])
+            components=[_component(comp, [_mean_runs(comp, [run]) for run in per_run]) for comp in metric.components])
         seed_scores.append([float(s) for s in runs.scores()])
     return ScoreMatrix([c.name for c in configs], qids, blank=blank, seed_scores=seed_scores,
                        components=parts, metric=metric)
+
+
+def _mean_runs(comp: Any, per_run: list[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]],
+               ) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray] | None]:
+    """(values, mask, counts) of one component of one configuration: its runs' (seeds') values
+    averaged per question (a masked component: its masked values, and the mask itself where the
+    runs' masks differ); a set statistic's per-question counts averaged over the runs."""
+    if comp.parts:
+        counts = {c.rsplit("_", 1)[1]: np.mean([v[c] for v, _ in per_run], axis=0) for c in comp.parts}
+        return np.zeros_like(next(iter(counts.values()))), None, counts
+    xs = [v[comp.column] for v, _ in per_run]
+    if comp.over is None:
+        return np.mean(xs, axis=0), None, None
+    ws = [w[comp.over] for _, w in per_run]
+    if all(np.array_equal(w, ws[0]) for w in ws[1:]):
+        return np.mean(xs, axis=0), ws[0], None
+    w = np.mean(ws, axis=0)   # the runs cover different questions: the masked mean over the runs
+    hits = np.mean([x * wi for x, wi in zip(xs, ws)], axis=0)
+    return np.where(w > 0, hits / np.where(w > 0, w, 1.0), 0.0), w, None
+
+
+def _component(comp: Any, rows: list[tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray] | None]],
+               ) -> ComponentMatrix:
+    """A component's matrix over configurations (or runs): ``rows`` from :func:`_mean_runs`."""
+    counts = None
+    if comp.parts:
+        counts = {k: np.array([r[2][k] for r in rows]) for k in rows[0][2]}  # type: ignore[index]
+    return ComponentMatrix(comp.name, comp.weight, np.array([r[0] for r in rows]),
+                           _mask_stack([r[1] for r in rows]) if comp.over else None,  # type: ignore[misc]
+                           comp.empty_value if comp.over else 0.0, comp.combine, comp.stat, counts)
 
 
 # The per-question table's columns flips show: the variant tables' names, then the task tables' names.
@@ -270,9 +280,13 @@ PRED_REF = ("pred_ref", "pred_refs")
 
 def flips(configs: list[Config], m: ScoreMatrix, a: int, b: int) -> list[dict[str, Any]]:
     """The questions whose score changed from configuration ``a`` to ``b`` (first run of each
-    for the answers shown): qid, the change, question, truth, both answers, refs and classes."""
+    for the answers shown): qid, the change (``delta``: the question's share of the score; in
+    points for a summed task; set-level statistics have no share), question, truth, both answers,
+    the gold and cited refs or pages and the classes."""
     per_q = m.per_question()
     diff = per_q[b] - per_q[a]
+    if m.metric.summed:    # in points: each question's share of the summed score
+        diff = diff / max(m.n, 1)
     ta = configs[a].tables[0].unique("qid", keep="first", maintain_order=True)
     tb = configs[b].tables[0].unique("qid", keep="first", maintain_order=True)
     rows_a = {r["qid"]: r for r in ta.iter_rows(named=True)}

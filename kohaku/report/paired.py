@@ -7,10 +7,13 @@ of the difference. A resample is a vector of counts (how often each question was
 scores of B resamples are matrix products (:func:`resample_scores`): 10,000 resamples of 282
 questions for 6 configurations take well under a second.
 
-The statistic is the metric itself, recomputed on each resample. A metric is a weighted sum of
-components (:mod:`kohaku.tasks.components`); a component is the mean of its per-question values over
-the questions its ``over`` mask selects (every question without one), and its ``empty`` value
-when a resample draws none of them. WattBot: 0.75·value + 0.15·ref + 0.10·NA, NA over every
+The statistic is the metric itself, recomputed on each resample, on the task's own scale. A
+metric is a weighted sum of components (:mod:`kohaku.tasks.components`); a component is the mean
+of its per-question values over the questions its ``over`` mask selects (every question without
+one), and its ``empty`` value when a resample draws none of them; a summed component
+(``combine: sum``, a task scored in points) is their total on the resample; a set-level
+statistic (an F1 over the set) is recomputed from its per-question counts summed over the
+resample (a ``fixed`` one keeps its value). WattBot: 0.75·value + 0.15·ref + 0.10·NA, NA over every
 question (``wattbot``) or the recall over the resample's unanswerable questions, 1.0 when it
 draws none (``wattbot-recall``). A configuration with several seeds enters with its
 seed-averaged components per question; the seeds' own spread is reported beside
@@ -56,9 +59,14 @@ class ComponentMatrix:
     values: np.ndarray
     over: np.ndarray | None = None
     empty: float = 0.0
+    combine: str = "mean"                     # mean | sum (points: the total, not the mean)
+    stat: str | None = None                   # f1 | f1_macro (from ``parts``) | fixed (``values``)
+    parts: dict[str, np.ndarray] | None = None  # a set statistic's per-question counts: tp, fp, fn, tn (R, n)
 
     def __post_init__(self) -> None:
         self.values = np.atleast_2d(np.asarray(self.values, dtype=np.float64))
+        if self.parts is not None:
+            self.parts = {k: np.atleast_2d(np.asarray(v, dtype=np.float64)) for k, v in self.parts.items()}
         self.weight = float(self.weight)
         self.empty = float(self.empty)
         if self.over is not None:
@@ -171,9 +179,11 @@ class ScoreMatrix:
         none): what 'fixed' and 'broken' compare."""
         out: np.ndarray | None = None
         for c in self.components:
-            if c.weight == 0:
+            if c.weight == 0 or c.stat is not None:   # a set statistic has no per-question share
                 continue
-            if c.over is None:
+            if c.combine == "sum":
+                term = c.weight * c.hits * self.n
+            elif c.over is None:
                 term = c.weight * c.values
             elif c.over.ndim == 1:
                 size = float(c.over.sum())
@@ -214,6 +224,10 @@ def resample_components(m: ScoreMatrix, counts: np.ndarray, scored_only: bool = 
     for c in m.components:
         if scored_only and c.weight == 0:
             out.append(None)
+        elif c.stat is not None:
+            out.append(_set_statistic(c, counts))
+        elif c.combine == "sum":
+            out.append(counts @ c.hits.T)
         elif c.over is None:
             out.append(counts @ c.values.T / n)
         else:
@@ -224,6 +238,27 @@ def resample_components(m: ScoreMatrix, counts: np.ndarray, scored_only: bool = 
             with np.errstate(invalid="ignore", divide="ignore"):
                 out.append(np.where(size > 0, hits / np.where(size > 0, size, 1.0), c.empty))
     return out
+
+
+def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    den = 2 * tp + fp + fn
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, 2 * tp / np.where(den > 0, den, 1.0), 1.0)
+
+
+def _set_statistic(c: ComponentMatrix, counts: np.ndarray) -> np.ndarray:
+    """(B, R) a set-level statistic on each resample: its counts summed over the drawn questions."""
+    if c.stat == "fixed":
+        return np.broadcast_to(c.values[:, 0], (counts.shape[0], c.values.shape[0])).copy()
+    if c.parts is None:
+        raise ValueError(f"component {c.name}: statistic {c.stat} needs its per-question counts (parts)")
+    total = {k: counts @ v.T for k, v in c.parts.items()}
+    positive = _f1(total["tp"], total["fp"], total["fn"])
+    if c.stat == "f1":
+        return positive
+    if c.stat == "f1_macro":
+        return (positive + _f1(total["tn"], total["fn"], total["fp"])) / 2
+    raise ValueError(f"component {c.name}: unknown set statistic {c.stat!r}")
 
 
 def resample_scores(m: ScoreMatrix, counts: np.ndarray) -> np.ndarray:

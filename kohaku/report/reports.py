@@ -30,7 +30,7 @@ class ReportConfig:
 
     baseline: str | None = None
     resamples: int = N_RESAMPLES
-    bootstrap_seed: int = 0
+    bootstrap_seed: int = 0         # seed of the bootstrap resamples
     task: str | None = None           # only runs scored with this task's metric (its name); null: all
 
 

@@ -155,3 +155,18 @@ def to_markdown(df: pl.DataFrame, floats: int = 4) -> str:
     for row in df.iter_rows():
         lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def score_table(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """One row per scored submission (``scripts/score.py SOL SUB SUB ...``): ``submission``,
+    ``score``, a column per component (``components``: name -> value, None where a submission
+    lacks it), ``n``, ``n_missing`` and ``error`` (a file that could not be scored), the best
+    score first, the unscored last."""
+    names = list(dict.fromkeys(k for r in rows for k in (r.get("components") or {})))
+    out = [{"submission": str(r["submission"]), "score": r.get("score"),
+            **{k: (r.get("components") or {}).get(k) for k in names},
+            "n": r.get("n"), "n_missing": r.get("n_missing"), "error": r.get("error") or ""} for r in rows]
+    schema: dict[str, Any] = {"submission": pl.String, "score": pl.Float64, **{k: pl.Float64 for k in names},
+                              "n": pl.Int64, "n_missing": pl.Int64, "error": pl.String}
+    table = pl.DataFrame(out, schema=schema)
+    return table.sort("score", descending=True, nulls_last=True, maintain_order=True)

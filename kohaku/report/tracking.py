@@ -82,8 +82,8 @@ class TrackingConfig:
     tracking_uri: str | None = None
     dir: str = "outputs/mlflow"
     experiment: str = "kohaku"
-    http_timeout_s: int = 10
-    http_retries: int = 0
+    http_timeout_s: int = 10        # seconds per request to a tracking server
+    http_retries: int = 0           # retries per request to a tracking server
 
     def validate(self) -> None:
         if not str(self.experiment).strip():

@@ -75,7 +75,7 @@ STOPWORDS = frozenset(
 class DocPriorConfig:
     """``retrieve.doc_prior``: restrict a question's retrieval to the documents it names."""
 
-    enabled: bool = True
+    enabled: bool = True            # false: never restrict retrieval to the documents a question names
     mode: str = "filter"  # filter: search only within the named documents; off: as if disabled
     # metadata columns holding names matched whole-word in the question (missing ones skipped)
     entity_fields: list[str] = field(default_factory=lambda: ["company", "title"])
@@ -99,8 +99,8 @@ class DocPriorConfig:
     min_name_chars: int = 2
     # BM25 over titles where no entity matched (off by default; see the module doc)
     title_bm25: bool = False
-    title_min_score: float = 8.0
-    title_margin: float = 2.0
+    title_min_score: float = 8.0    # title_bm25: the best title's least BM25 score
+    title_margin: float = 2.0       # title_bm25: the best title's least ratio to the second best
 
     def validate(self) -> None:
         if self.mode not in MODES:

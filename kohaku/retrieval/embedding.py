@@ -767,7 +767,9 @@ def encode_texts(
 
     Each distinct text is encoded once; with ``cache_root`` earlier encodings are reused and the
     new ones are stored, one part per chunk, so an interrupted run keeps what it finished.
-    Texts are sent longest first in chunks, so every batch holds texts of similar length.
+    Texts are sent longest first in chunks, so every batch holds texts of similar length. An
+    encoder with an ``encode_chunks(role, chunks)`` method (kohaku.retrieval.ray_embed: Ray Data
+    actors) gets all chunks at once and yields (chunk number, vectors) as they are done.
     """
     if role not in ("document", "query"):
         raise ValueError(f"role must be 'document' or 'query', got {role!r}")
@@ -794,9 +796,13 @@ def encode_texts(
     if todo:
         bar = tqdm(total=len(todo), desc="encode queries" if role == "query" else "encode documents", unit="text", disable=not progress,
                    leave=False)
-        for start in range(0, len(todo), chunk_size):
-            chunk = todo[start : start + chunk_size]
-            vecs = np.asarray(encode([texts[first[h]] for h in chunk]), dtype=np.float32)
+        chunks = [todo[start : start + chunk_size] for start in range(0, len(todo), chunk_size)]
+        many = getattr(encoder, "encode_chunks", None)
+        done = (many(role, [[texts[first[h]] for h in chunk] for chunk in chunks]) if many is not None else
+                ((k, encode([texts[first[h]] for h in chunk])) for k, chunk in enumerate(chunks)))
+        for k, got in done:
+            chunk = chunks[k]
+            vecs = np.asarray(got, dtype=np.float32)
             if vecs.shape != (len(chunk), encoder.dim):
                 raise RuntimeError(
                     f"encoder returned shape {vecs.shape} for {len(chunk)} texts, expected dim "

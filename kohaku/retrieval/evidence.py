@@ -68,7 +68,7 @@ class EvidenceConfig:
     # train questions and public split (scripts/eval_retrieval.py --compare, docs/design.md)
     pool: int = 200
     rank_weight: float = 0.25  # the fused order as a prior: 1 / (1 + rank / rank_scale)
-    rank_scale: float = 10.0
+    rank_scale: float = 10.0        # rank at which the rank prior halves
     dense_weight: float = 1.0  # cosine of the question (query 0) and the node
     term_weight: float = 3.0  # idf-weighted share of the question's terms in the node
     context_weight: float = 1.0  # the same over the node's paragraph (and section title)
@@ -81,7 +81,7 @@ class EvidenceConfig:
     # "cash flow statement" -> "statements of cash flows", "capex" -> "purchases of property,
     # plant and equipment"): idf share of their words in the node or its context, per entry
     lexicon: str = "finance"  # finance | none
-    lexicon_weight: float = 2.0
+    lexicon_weight: float = 2.0     # weight of the lexicon names' share
     # a pooled paragraph or section is replaced by its leaves (ranked at its place), so the
     # context gets its best sentences with their neighbours rather than the whole node
     leaves: bool = False
@@ -89,7 +89,7 @@ class EvidenceConfig:
     # ``doc_leaf_share`` of the question's terms (idf-weighted; a table row counts its
     # paragraph's terms): rows and sentences no search returned; 0 = off
     doc_leaves: int = 3
-    doc_leaf_share: float = 0.3
+    doc_leaf_share: float = 0.3     # share of the question's terms a document needs (doc_leaves)
     # counts in prose: a number followed by the thing the question counts ("How many patents"
     # -> "1,247 patents", "number of employees" -> "about 350 employees"; count_aliases)
     count_weight: float = 1.0

@@ -59,11 +59,11 @@ class PlannerConfig:
     keyword_query: bool = True          # add the question without stop words
     # llm
     llm: Any = None   # the llm config (conf/planner/llm.yaml: llm: ${llm})
-    system: str = ""
-    user: str = ""
+    system: str = ""                # llm planner: system prompt (empty: none)
+    user: str = ""                  # llm planner: user prompt template
     temperature: float = 0.0  # planner sampling (greedy by default: the same queries every run)
-    top_p: float = 1.0
-    seed: int = 0
+    top_p: float = 1.0              # nucleus sampling share (1: off)
+    seed: int = 0                   # sampling seed (conf/planner/llm.yaml: the run's seed)
     max_tokens: int = 256  # room for the JSON list
     max_query_chars: int = 160          # maxLength of each query in the schema
     generation_cache: bool = True  # reuse planner outputs under <cache.dir>/llm/

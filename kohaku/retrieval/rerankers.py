@@ -65,15 +65,15 @@ class RerankerConfig:
     # pkg:<module> (bundled) | hub name (local HF cache) | folder
     model: str = ""
     device: str = "auto"  # auto (as the embedder: cuda, mps, else cpu) | cpu | cuda | cuda:N
-    batch_size: int = 32
+    batch_size: int = 32            # (question, passage) pairs per cross-encoder batch
     max_length: int = 512  # tokens per (question, passage) pair
     # llm
     llm: Any = None  # the llm config (conf/reranker/llm.yaml: llm: ${llm})
     mode: str = "pointwise"  # pointwise (a grade per passage) | listwise (one list per question)
-    system: str = SYSTEM
+    system: str = SYSTEM            # llm reranker: system prompt
     user: str = ""  # prompt; empty = the built-in one of the mode
     max_tokens: int = 64  # room for the JSON answer (listwise: raised to fit top_n numbers)
-    seed: int = 0
+    seed: int = 0                   # llm reranker: sampling seed
     generation_cache: bool = True  # reuse judgements under <cache.dir>/llm/
 
     def validate(self) -> None:

@@ -98,8 +98,8 @@ class RetrieveConfig(RenderConfig):
     # BM25 queries within them (they picked the report; in it they pick the cover). Off: it cost
     # FinanceBench's quotes two questions (docs/design.md, issue 47)
     bm25_drop_named: bool = False
-    page_k: float = 6.0
-    page_pool: int = 200
+    page_k: float = 6.0             # the k of the pages' 1/(page_k + rank) vote
+    page_pool: int = 200            # ranked nodes whose rows vote for pages
 
     def validate(self) -> None:
         if self.top_k < 1 or self.attempts < 1:

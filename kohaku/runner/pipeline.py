@@ -34,10 +34,10 @@ from kohaku.core.artifacts import (
     CorruptArtifact,
     atomic_write,
 )
-from kohaku.core.config import ConfigError
+from kohaku.core.config import ConfigError, build
 from kohaku.core.errors import KohakuError
 from kohaku.runner.services import Services
-from kohaku.runner.stage import Stage, StageContext, select
+from kohaku.runner.stage import Stage, StageContext, plain, select
 from kohaku.stages import STAGE_MODULES, get_stage
 from kohaku.core.versions import library_versions
 
@@ -163,6 +163,21 @@ def explain_miss(previous: dict[str, Any] | None, current: dict[str, Any]) -> st
     return "; ".join(reasons) or "no cached artifact for this key (cache was cleared?)"
 
 
+def retry_items(manifest: dict[str, Any]) -> list[str]:
+    """The items (document ids...) a cached artifact's stage reported as failed for a cause that
+    may not recur (its summary's ``retry`` list): the runner computes the stage again with the
+    artifact as ``ctx.previous``, so those are tried again and the rest reused."""
+    retry = (manifest.get("summary") or {}).get("retry") or []
+    return [str(x) for x in retry] if isinstance(retry, list) else []
+
+
+def input_key(artifact: Artifact) -> str:
+    """What a downstream stage's key holds of an upstream artifact: its key, and its revision
+    once it was recomputed under that key to retry items (its tables changed)."""
+    revision = int(artifact.manifest.get("revision") or 0)
+    return artifact.key if not revision else f"{artifact.key}-r{revision}"
+
+
 def _write_json(path: Path, data: Any) -> None:
     """Write ``data`` atomically; the temporary name is unique, so concurrent writers of one
     file (two runs sharing a cache write ``last.json``) never trample each other."""
@@ -174,7 +189,8 @@ def problem_lines(records: dict[str, "StageRecord"],
                   events: dict[str, Any] | None = None) -> list[tuple[str, list[str]]]:
     """(headline, items) per stage that survived problems, e.g.
     ``("parse: 2 documents with problems", ["zero (pdfs/zero.pdf) error: empty file ..."])``.
-    A stage reports ``problems = {"what": ..., "count": N, "items": [...]}`` in its summary;
+    A stage reports ``problems = {"what": ..., "count": N, "items": [...]}`` in its summary
+    (``"headline"`` in place of "N <what> with problems" where it gives one);
     ``events`` maps a stage name to its declared ``summary_events`` (counter -> words)."""
     declared = events or {}
     lines: list[tuple[str, list[str]]] = []
@@ -183,8 +199,9 @@ def problem_lines(records: dict[str, "StageRecord"],
         problems = summary.get("problems")
         if isinstance(problems, dict) and problems.get("count"):
             items = [str(x) for x in problems.get("items") or []]
-            lines.append((f"{name}: {problems['count']} {problems.get('what', 'items')} with problems",
-                          items))
+            headline = (problems.get("headline")
+                        or f"{problems['count']} {problems.get('what', 'items')} with problems")
+            lines.append((f"{name}: {headline}", items))
         events = [
             f"{summary[key]} {label}"
             for key, label in declared.get(name, {}).items()
@@ -253,7 +270,7 @@ class Runner:
         return RunResult(self.run_dir, self.records, total)
 
     def _run_stage(self, stage: Stage) -> None:
-        inputs = {name: self.artifacts[name].key for name in stage.inputs}
+        inputs = {name: input_key(self.artifacts[name]) for name in stage.inputs}
         key, identity = stage.cache_identity(self.cfg, inputs)
         slice_, files = identity["config"], identity["files"]
         last_file = self.store.root / stage.name / "last.json"
@@ -270,6 +287,13 @@ class Runner:
                     log.warning("%s: corrupt cache entry, recomputing: %s", stage.name, exc)
                     self.store.discard(stage.name, key)
                     reason = f"corrupt cache entry ({exc})"
+            retry_of = None   # the cached artifact whose failed-for-now items are retried
+            retry = retry_items(artifact.manifest) if artifact is not None else []
+            if retry:
+                shown = ", ".join(retry[:5]) + (f" and {len(retry) - 5} more" if len(retry) > 5 else "")
+                reason = (f"retrying {len(retry)} item(s) that failed last time for a cause that may "
+                          f"not recur ({shown}); the rest is reused")
+                retry_of, artifact = artifact, None
             if artifact is not None:
                 self.artifacts[stage.name] = artifact
                 self.records[stage.name] = StageRecord(
@@ -286,7 +310,7 @@ class Runner:
                             previous = None
                     reason = explain_miss(previous, identity)
                 log.info("%-9s computing  %s (%s)", stage.name, key, reason)
-                seconds = self._compute(stage, key, slice_, inputs, files)
+                seconds = self._compute(stage, key, slice_, inputs, files, retry_of)
                 artifact = self.artifacts[stage.name]
                 self.records[stage.name] = StageRecord(
                     key, str(artifact.path), False, seconds, artifact.manifest.get("summary", {}), reason
@@ -299,7 +323,8 @@ class Runner:
             if source.is_file():
                 shutil.copyfile(source, self.run_dir / name)
 
-    def _compute(self, stage: Stage, key: str, slice_: dict, inputs: dict, files: dict) -> float:
+    def _compute(self, stage: Stage, key: str, slice_: dict, inputs: dict, files: dict,
+                 previous: Artifact | None = None) -> float:
         tmp = self.store.scratch(stage.name, key)
         ctx = StageContext(
             stage=stage,
@@ -308,6 +333,8 @@ class Runner:
             out_dir=tmp,
             services=self.services,
             log=logging.getLogger(f"kohaku.{stage.name}"),
+            previous=previous.path if previous is not None else None,
+            key=key,
         )
         started = time.perf_counter()
         try:
@@ -332,9 +359,12 @@ class Runner:
                 "summary": ctx.summary,
                 "libraries": library_versions(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                # how many times the artifact was recomputed to retry its items (downstream
+                # stages key on it: their inputs changed)
+                "revision": int(previous.manifest.get("revision", 0)) + 1 if previous is not None else 0,
             }
             self.artifacts[stage.name] = self.store.commit(
-                stage.name, key, tmp, manifest, replace=stage.name in self.force
+                stage.name, key, tmp, manifest, replace=stage.name in self.force or previous is not None
             )
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -353,6 +383,8 @@ class Runner:
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "stages": {name: rec.__dict__ for name, rec in self.records.items()},
             "problems": [headline for headline, _ in problem_lines(self.records, self._events())],
+            # the same with every item (each document left out and why...), uncut
+            "problem_items": {headline: items for headline, items in problem_lines(self.records, self._events())},
             "seconds": round(seconds, 3),
             "status": status,
             "error": error,
@@ -371,7 +403,8 @@ class Runner:
         lines.append(f"{'total':<17}{total:>9.2f}  run dir: {self.run_dir}")
         log.info("run summary\n%s", "\n".join(lines))
         for headline, items in problem_lines(self.records, self._events()):
-            shown = items[:20] + ([f"... {len(items) - 20} more"] if len(items) > 20 else [])
+            shown = items[:20] + ([f"... {len(items) - 20} more (run.json's problem_items lists them all)"]
+                                  if len(items) > 20 else [])
             log.warning("%s", "\n    ".join([headline + (":" if shown else "")] + shown))
 
 
@@ -384,7 +417,27 @@ def run_pipeline(
     targets = list(cfg.get("stages") or [])
     if not targets:
         raise ConfigError("stages=[] names no stage to run; e.g. stages=[parse,tree]")
+    check_composed_task(cfg)
     return Runner(cfg, run_dir, services, registry).run(targets)
+
+
+def check_composed_task(cfg: DictConfig) -> None:
+    """The composed config's task checked whole before any stage runs (kohaku.tasks.whole:
+    named functions, writer sources, metric params and the columns they read in the questions
+    and solutions files); errors name the key."""
+    from kohaku.ingest.corpus import CorpusConfig
+    from kohaku.retrieval.gold import GoldSpec, gold_path
+    from kohaku.tasks.whole import check_task
+
+    if "task" not in cfg:
+        return
+    if "corpus" not in cfg:
+        check_task(plain(cfg, "task"), "task")
+        return
+    corpus = build(CorpusConfig, plain(cfg, "corpus"), "corpus")
+    gold = build(GoldSpec, plain(cfg, "task.gold"), "task.gold") if select(cfg, "task.gold") is not None else None
+    check_task(plain(cfg, "task"), "task", corpus.questions_path, corpus.solutions_path,
+               gold_path(gold, corpus.root_path) if gold is not None else None)
 
 
 def register_config_schemas(registry: Registry | None = None) -> None:
@@ -398,15 +451,28 @@ def register_config_schemas(registry: Registry | None = None) -> None:
     """
     from hydra.core.config_store import ConfigStore
 
+    store = ConfigStore.instance()
+    for group, cls in config_schemas(registry).items():
+        store.store(group=group, name=f"{group}_schema", node=cls)
+
+
+def config_schemas(registry: Registry | None = None) -> dict[str, type]:
+    """Config group -> its dataclass, as :func:`register_config_schemas` registers them (the
+    stages' groups in pipeline order, then ``task``, the competition: kohaku/tasks/spec.py, and
+    ``run``, where the heavy stages run: kohaku/core/executors.py); the docs' configuration
+    reference is generated from these (kohaku/tools/reference.py)."""
+    from kohaku.core.executors import RunConfig
     from kohaku.tasks.spec import Task
 
     registry = registry or Registry()
-    store = ConfigStore.instance()
+    out: dict[str, type] = {}
     for name in registry.names:
         for key, cls in registry.get(name).configs.items():
             if "." not in key:
-                store.store(group=key, name=f"{key}_schema", node=cls)
-    store.store(group="task", name="task_schema", node=Task)   # the competition (kohaku/tasks/spec.py)
+                out.setdefault(key, cls)
+    out["task"] = Task
+    out["run"] = RunConfig
+    return out
 
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"

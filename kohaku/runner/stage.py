@@ -73,6 +73,11 @@ class Stage:
     key_functions: (dotted path, function) pairs: the slice's value at the path is hashed as
                  the function returns it (``parse.ocr`` adds the OCR engine's name, version and
                  language, which no config key holds).
+
+    A stage whose summary holds ``retry`` (a list of item ids that failed for a cause that may
+    not recur: a worker died, a time limit) is computed again on the next run under the same key
+    with ``ctx.previous`` set to that artifact, so it can redo those items and reuse the rest;
+    it reports an empty ``retry`` when an item fails the same way again.
     """
 
     name: str
@@ -168,6 +173,19 @@ class StageContext:
     services: Any
     log: logging.Logger
     summary: dict[str, Any] = field(default_factory=dict)
+    # the cached artifact of this key when the runner computes it again to retry the items its
+    # summary's ``retry`` list names (failed for a cause that may not recur); None otherwise
+    previous: Path | None = None
+    key: str = ""   # the cache key being computed (names a stage's own resume folder)
+
+    @property
+    def partial_dir(self) -> Path | None:
+        """``<cache.dir>/<stage>/.partial-<key>``: where a stage may keep what it has finished
+        so far, so a run killed in the middle resumes (the stage removes it when complete);
+        None without a cache dir."""
+        if self.cache_dir is None or not self.key:
+            return None
+        return self.cache_dir / self.stage.name / f".partial-{self.key}"
 
     def config(self, key: str) -> Any:
         """The stage's config at ``key``: the built dataclass for keys declared in
@@ -205,6 +223,16 @@ class StageContext:
         if not file.exists():
             raise FileNotFoundError(f"{file}: stage '{stage}' has no table '{name}'")
         return pl.read_parquet(file)
+
+    def ray(self) -> Any:
+        """The run's Ray session (kohaku.core.executors.RaySession, one per run, joined on first
+        use) when ``run.executor=ray``, else None: the stage then computes on this machine."""
+        from kohaku.core.executors import RunConfig, ray_session
+
+        node = OmegaConf.select(self.cfg, "run", default=None)
+        values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else {}
+        run = build(RunConfig, values, "run")  # type: ignore[arg-type]
+        return self.services.get("ray", as_dict(run), ray_session) if run.executor == "ray" else None
 
     def report(self, **values: Any) -> None:
         """Record summary figures; they go into the artifact's manifest.json and run.json."""

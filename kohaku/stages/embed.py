@@ -16,13 +16,16 @@ from omegaconf import DictConfig
 
 from kohaku.retrieval.embedding import (EmbedConfig, EncodeStats, embed_nodes, int8_identity, load_encoder,
                               pick_device, pick_dtype)
+from kohaku.retrieval.ray_embed import RayEncoder
 from kohaku.runner.stage import Stage, StageContext
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     cfg: EmbedConfig = ctx.config("embed")
     nodes = ctx.table("tree", "nodes")
-    encoder = ctx.services.get("encoder", ctx.section("embed"), load_encoder)
+    ray = ctx.ray()  # run.executor=ray: the chunks through Ray Data actors (the same vectors)
+    encoder = (RayEncoder(ray, ctx.section("embed")) if ray else
+               ctx.services.get("encoder", ctx.section("embed"), load_encoder))
     stats = EncodeStats()
     t0 = time.perf_counter()
     table = embed_nodes(nodes, encoder, cfg, ctx.cache_dir if cfg.cache else None, stats)
@@ -39,6 +42,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
         context=cfg.context,
         encode_seconds=round(seconds, 3),
         texts_per_s=round(stats.n_encoded / seconds, 1) if stats.n_encoded and seconds else None,
+        executor="ray" if ray else "local",
         **stats.as_dict(),
     )
     return {"embeddings": table}

@@ -10,6 +10,7 @@ import polars as pl
 from kohaku.answer.answering import InferConfig, check_attempts, run_infer, templates
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
+from kohaku.llm.ray_backend import RayBackend
 from kohaku.runner.stage import Stage, StageContext
 from kohaku.tasks.spec import AnswerSpec, build_task
 
@@ -32,7 +33,9 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     contexts = ctx.table("retrieve", "contexts")
     check_attempts(contexts, cfg.max_retries)      # fail before loading any model
     templates(cfg, task.answer)
-    backend = ctx.services.get("llm", ctx.section("llm"), load_backend)
+    ray = ctx.ray()  # run.executor=ray: the prompts sharded over Ray actors (the same samples)
+    backend = (ctx.services.get("llm-ray", ctx.section("llm"), lambda c: RayBackend(ray, c)) if ray else
+               ctx.services.get("llm", ctx.section("llm"), load_backend))
     cache = open_generation_cache(ctx.cache_dir, backend.identity, cfg.generation_cache)
     gens, summary = run_infer(questions, contexts, backend, cfg, task.answer,
                               task.questions.fields, cache)

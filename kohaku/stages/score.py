@@ -74,11 +74,15 @@ def _file_inputs(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="score",
-    version="3",
+    # 4: score.unanswered for every metric; page_pools repeats and page bases; a task's table
+    # holds the cited pages (truth_refs, pred_refs) and a set-level metric's counts; its metric
+    # says how components combine (sum) and which are set statistics
+    version="4",
     inputs=("vote",),
     # llm: the judge metric's model (the run's; infer's key holds it already, so no extra misses)
+    # task.answer.kinds: the kind_value metric scores each value by its kind
     config_keys=("corpus.solutions", "score", "task.name", "task.solutions", "task.score",
-                 "task.submission", "llm"),
+                 "task.submission", "task.answer.kinds", "llm"),
     llm_configs=("llm", "score.judge_llm"),
     # the code of every metric and classes function the task names: editing one re-scores
     key_functions=(("task.score", score_code_key),),

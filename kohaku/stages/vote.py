@@ -13,23 +13,22 @@ from kohaku.ingest.corpus import resolve_against_root
 from kohaku.runner.stage import Stage, StageContext, plain
 from kohaku.tasks import documents, kinds, registry
 from kohaku.tasks.spec import KindsSpec, SubmissionSpec, VoteSpec
-from kohaku.answer.voting import VoteConfig, vote_generations, with_ref_pages
+from kohaku.answer.voting import VoteConfig, task_vote, vote_generations, with_ref_pages
 
 
 def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     spec: VoteSpec = ctx.config("task.vote")
     submission: SubmissionSpec = ctx.config("task.submission")
     answer_kinds: KindsSpec = ctx.config("task.answer.kinds")
-    grouping = registry.lookup("group", spec.group, "task.vote.group")(spec)
     writer = registry.lookup("writer", submission.writer, "task.submission.writer")
-    never = ctx.config("task.answer.abstention") == "never"
     questions = ctx.table("questions", "questions")
     generations = ctx.table("infer", "generations")
+    how = task_vote(spec, answer_kinds, questions, ctx.config("task.answer.abstention"),
+                    ctx.config("task.answer.fallback"))
     answers, summary = vote_generations(
         generations, questions, ctx.table("parse", "documents"),
-        ctx.config("vote"), grouping, spec.keep_surface,
-        ctx.config("task.answer.fallback") if never else None, ctx.config("task.answer.value"),
-        by_qid=kinds.groupings(questions, answer_kinds, spec.tolerance))
+        ctx.config("vote"), how.grouping, how.keep_surface, how.fallback, ctx.config("task.answer.value"),
+        by_qid=how.by_qid)
     if ctx.config("task.references") == "doc_page":   # the cited documents' pages in the context
         answers = with_ref_pages(answers, generations, ctx.table("retrieve", "contexts"),
                                  ctx.table("tree", "nodes"))
@@ -60,7 +59,7 @@ def files(cfg: DictConfig) -> list[Path]:
 
 STAGE = Stage(
     name="vote",
-    version="1",
+    version="2",   # 2: answers rendered by kind with keep_surface; CSV pages from submission.page_base
     # retrieve and tree: the pages of task.references=doc_page (infer's key holds them already)
     inputs=("questions", "infer", "parse", "retrieve", "tree"),
     config_keys=("vote", "task.vote", "task.answer.value", "task.answer.abstention", "task.answer.fallback",

@@ -8,10 +8,12 @@ Signatures:
 - writer:  ``fn(answers, questions, spec: SubmissionSpec, path) -> DataFrame`` (writes ``path``)
 - metric:  ``fn(rows, params, env) -> list[float | None]``: one value per row (None: the metric
   does not cover that question); ``rows`` are dicts with qid, question, truth, pred, pred_blank,
-  missing, and the whole rows: ``solution`` (every column of the solutions file) and
-  ``submission`` (every column of the submission, None when it has no row for the question);
-  ``env`` gives the LLM backend and generation cache to metrics that need a model. A metric of
-  ``level: set`` returns one number for all rows (an F1 over the set, a total).
+  missing, unanswered (no row or an empty value: the scorer gives it ``task.score.unanswered``
+  whatever the metric returns, unless None), and the whole rows: ``solution`` (every column of
+  the solutions file) and ``submission`` (every column of the submission, None when it has no
+  row for the question); ``env`` gives the LLM backend and generation cache to metrics that
+  need a model, and the task (its answer kinds and page bases). A metric of ``level: set``
+  returns one number for all rows (an F1 over the set, a total).
 - classes: ``fn(table) -> (table with answer_kind, error_class, error_detail, summary dict)``
 """
 
@@ -90,7 +92,9 @@ def columns_writer(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submiss
         fields = json.loads(a.get("fields") or "{}")
         row = {}
         for column, source in spec.columns.items():
-            if source in fixed:
+            if source == "ref_pages":   # the JSON writer's references as doc:page cells
+                value = documents.written_pages(a, spec.page_base)
+            elif source in fixed:
                 value = fixed[source](a, q)
             elif source in fields:
                 value = fields[source]
@@ -133,6 +137,7 @@ class MetricEnv:
     backend: Callable[[], Any] | None = None
     cache: Any = None
     stats: dict[str, Any] | None = None
+    task: Any = None              # the Task scored (kohaku.tasks.spec): kinds, page bases
 
 
 def _truths(row: dict[str, Any]) -> list[str]:
@@ -180,18 +185,30 @@ def _cell(row: dict[str, Any], side: str, column: str, metric: str) -> Any:
     return data[column]
 
 
-def _pages_of(r: dict[str, Any], params: dict[str, Any], metric: str) -> set:
+def _bases(params: dict[str, Any], env: MetricEnv) -> tuple[int, int]:
+    """(submission, gold) page bases: the task's (``submission.page_base``,
+    ``solutions.page_base``); without a task, ``params.page_base`` and ``params.gold_page_base``
+    (default 1). A task refuses params that disagree with it (Task.check_page_bases)."""
+    if env.task is not None:
+        return env.task.submission.page_base, env.task.gold_page_base
+    return int(params.get("page_base", 1)), int(params.get("gold_page_base", 1))
+
+
+def _pages_of(r: dict[str, Any], params: dict[str, Any], base: int, metric: str) -> list:
+    """The submitted pages of a row in the order listed, repeats kept (none without a row)."""
+    if r.get("submission") is None:
+        return []
     cell = _cell(r, "submission", params.get("pred", "pages"), metric)
     try:
-        return refs.parse_pages(cell, int(params.get("page_base", 1)), f"{metric}: question {r['qid']}, submitted pages")
+        return refs.page_list(cell, base, f"{metric}: question {r['qid']}, submitted pages")
     except ValueError as exc:
         raise MetricError(f"the submission: {exc}") from exc
 
 
 def page_prf_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
-    """Cited pages (submission column ``params.pred``, default ``pages``, numbered from
-    ``params.page_base``) against gold pages (solution column ``params.gold``, default
-    ``pages``, numbered from ``params.gold_page_base``): ``params.measure`` ``f`` (F-beta,
+    """Cited pages (submission column ``params.pred``, default ``pages``) against gold pages
+    (solution column ``params.gold``, default ``pages``), each side numbered as the task says
+    (``submission.page_base``, ``solutions.page_base``): ``params.measure`` ``f`` (F-beta,
     ``params.beta``, default 1), ``precision`` or ``recall``. A question without gold pages is
     not covered unless ``params.cover_empty``."""
     beta = float(params.get("beta", 1.0))
@@ -199,31 +216,42 @@ def page_prf_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Met
     index = {"precision": 0, "recall": 1, "f": 2}.get(measure)
     if index is None:
         raise ConfigError(f"page_prf params.measure={measure!r}; use f, precision or recall")
+    base, gold_base = _bases(params, env)
     out: list[float | None] = []
     for r in rows:
         gold = refs.parse_pages(_cell(r, "solution", params.get("gold", "pages"), "page_prf"),
-                                int(params.get("gold_page_base", 1)), f"page_prf: question {r['qid']}, gold pages")
+                                gold_base, f"page_prf: question {r['qid']}, gold pages")
         if not gold and not params.get("cover_empty", False):
             out.append(None)
             continue
-        out.append(refs.page_prf(_pages_of(r, params, "page_prf"), gold, beta)[index])
+        out.append(refs.page_prf(set(_pages_of(r, params, base, "page_prf")), gold, beta)[index])
     return out
 
 
+REPEATS = ("set", "each")
+
+
 def page_pools_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
-    """Pools: each gold group of pages (solution column ``params.gold``, default ``pools``,
-    numbered from ``params.gold_page_base``) needs one cited page (submission column
-    ``params.pred``, default ``pages``, from ``params.page_base``): ``params.points`` (1) less
-    ``params.missing`` (0.5) per group with none and ``params.extra`` (0.25) per cited page in no
-    group, floored at 0 (kohaku.tasks.refs.pools_score)."""
+    """Pools: each gold group of pages (solution column ``params.gold``, default ``pools``)
+    needs one cited page (submission column ``params.pred``, default ``pages``):
+    ``params.points`` (1) less ``params.missing`` (0.5) per group with none and ``params.extra``
+    (0.25) per cited page in no group, floored at 0 (kohaku.tasks.refs.pools_score).
+    ``params.repeats``: ``set`` (default) counts a page cited twice once; ``each`` counts every
+    listed page, repeats included (a page outside the pools listed twice costs ``extra``
+    twice). Pages are numbered as the task says (``submission.page_base``,
+    ``solutions.page_base``). An unanswered question scores ``task.score.unanswered`` (0)."""
     points = float(params.get("points", 1.0))
     missing, extra = float(params.get("missing", 0.5)), float(params.get("extra", 0.25))
+    repeats = params.get("repeats", "set")
+    if repeats not in REPEATS:
+        raise ConfigError(f"page_pools params.repeats={repeats!r}; use one of {', '.join(REPEATS)}")
+    base, gold_base = _bases(params, env)
     out: list[float | None] = []
     for r in rows:
         pools = refs.parse_pools(_cell(r, "solution", params.get("gold", "pools"), "page_pools"),
-                                 int(params.get("gold_page_base", 1)), f"page_pools: question {r['qid']}, gold pools")
-        cited = set() if r.get("submission") is None else _pages_of(r, params, "page_pools")
-        out.append(refs.pools_score(cited, pools, points, missing, extra))
+                                 gold_base, f"page_pools: question {r['qid']}, gold pools")
+        cited = _pages_of(r, params, base, "page_pools")
+        out.append(refs.pools_score(cited if repeats == "each" else set(cited), pools, points, missing, extra))
     return out
 
 
@@ -242,6 +270,9 @@ def na_f1_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Metric
 
 
 def generic_classes(table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """The generic error classes of any task (kohaku/tasks/classes.py: missing,
+    needless_abstention, correct, then by the truth's kind: wrong_number, sign, near_miss, scale,
+    ...), one per question, with their counts."""
     table = classes.classify(table)
     return table, classes.error_summary(table)
 

@@ -3,7 +3,7 @@
 A task YAML names its code by these short names (``vote.group: amounts``, ``score.metrics[].fn:
 token_f1``, ``submission.writer: columns``, ``score.scorer: components``). The registry
 (:mod:`kohaku.tasks.registry`) reads this table and imports a function only when a task names
-it; nothing registers itself by being imported. The generic functions (:mod:`kohaku.tasks.builtin`,
+it; nothing registers itself by being imported. The generic functions (:mod:`kohaku.tasks.builtin`, :mod:`kohaku.tasks.kind_metrics`,
 :mod:`kohaku.tasks.scoring`) are listed here (:data:`GENERIC`); a competition's own functions live
 in its room (``kohaku/tasks/<name>/``), whose ``__init__.py`` holds the room's table
 (``FUNCTIONS``, the same shape). The catalog finds the rooms by listing the subpackages of
@@ -50,6 +50,7 @@ GENERIC: dict[str, dict[str, str]] = {
         "page_prf": f"{_BUILTIN}:page_prf_metric",
         "page_pools": f"{_BUILTIN}:page_pools_metric",
         "na_f1": f"{_BUILTIN}:na_f1_metric",
+        "kind_value": "kohaku.tasks.kind_metrics:kind_value_metric",
     },
     "classes": {"generic": f"{_BUILTIN}:generic_classes"},
     "scorer": {"components": "kohaku.tasks.scoring:score_components"},

@@ -11,7 +11,8 @@ kohaku's weighted per-question total.
 The submissions compared are real ones and perturbations of the gold (:func:`perturbations`):
 the gold itself, numbers off by 0.5 % and by 5 %, a unit or magnitude written into the number,
 lists reordered and partial, case and punctuation changed, and the not-answerable token
-swapped (answerable questions given it, unanswerable ones given a value). A row agrees when
+swapped (answerable questions given it, unanswerable ones given a value). A task with answer
+kinds is perturbed by each question's kind (:func:`kind_perturbations`), its cited pages too. A row agrees when
 every compared column is equal (within 1e-9).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import shlex
 import subprocess
@@ -29,7 +31,10 @@ from typing import Any, Callable
 import polars as pl
 
 from kohaku.core.config import ConfigError
-from kohaku.tasks import registry
+from kohaku.core.values import format_number, parse_number
+from kohaku.tasks import refs, registry
+from kohaku.tasks.builtin import _list_cell
+from kohaku.tasks.kinds import list_cell, parse_names
 from kohaku.tasks.catalog import DEFAULT_VARIANT
 from kohaku.tasks.io import read_rows
 from kohaku.tasks.scoring import score_submission
@@ -126,7 +131,12 @@ def perturbations(task: Task, solutions: Path) -> dict[str, pl.DataFrame]:
     if task.score.scorer == "components":
         tokens = [str(m.params.get("token")) for m in task.score.metric_specs if m.params.get("token")]
         token = tokens[0] if tokens else token
+    if task.answer.kinds.not_answerable:   # the task's not-answerable answer, not a blank cell
+        token = task.answer.kinds.not_answerable
     blanks = {b.lower() for b in task.answer.blank_values} | {token.lower(), "is_blank"}
+    kind_col = _kind_column(task, sol)
+    if kind_col is not None:
+        return kind_perturbations(task, sol, layout, kind_col, token)
     out = {}
     for name, fn in PERTURB.items():
         rows = []
@@ -146,6 +156,146 @@ def perturbations(task: Task, solutions: Path) -> dict[str, pl.DataFrame]:
                 row[refs_col] = layout.blank_refs if row[value_col] == token else row[refs_col]
             rows.append(row)
         out[name] = pl.DataFrame(rows, schema={c: pl.String for c in out_cols})
+    return out
+
+
+# -- perturbations by answer kind ----------------------------------------------------------
+
+#: the perturbations of a task with answer kinds, each for every question (kind_perturbations)
+KIND_PERTURB = ("exact", "inside_tol", "outside_tol", "rewritten", "case_punct", "partial",
+                "na_swapped", "pages_extra", "pages_none", "unanswered")
+
+
+def _kind_column(task: Task, sol: pl.DataFrame) -> str | None:
+    """The solutions column naming each question's kind (a kind_value metric's ``column``, else
+    ``task.answer.kinds.column``) when the task has kinds and the solutions hold it."""
+    kinds = task.answer.kinds
+    if not kinds.types:
+        return None
+    column = kinds.column
+    if task.score.scorer == "components":
+        for m in task.score.metric_specs:
+            if m.fn == "kind_value" and m.params.get("column"):
+                column = m.params["column"]
+    return column if column in sol.columns else None
+
+
+def _tolerance(task: Task, kind: str) -> float:
+    """The relative tolerance a kind_value metric gives numbers of ``kind`` (0 without one)."""
+    for m in task.score.metric_specs if task.score.scorer == "components" else []:
+        if m.fn == "kind_value":
+            return float(((m.params.get("kinds") or {}).get(kind) or {}).get("rel_tol", 0.0))
+    return 0.0
+
+
+def _kind_value(name: str, value: str, type_: str, tol: float, kinds: Any) -> str:
+    """The gold ``value`` of a kind's ``type_`` perturbed as ``name`` says."""
+
+    if type_ == "number":
+        got = parse_number(value)     # a gold number as written (plain digits)
+        if got is None:
+            return value
+        x = got[0]
+        return {"inside_tol": format_number(x * (1 + tol / 2)),
+                "outside_tol": format_number(x * (1 + max(2 * tol, 0.05)) + (1 if x == 0 else 0)),
+                "rewritten": (f"{x / 1000:g} thousand" if abs(x) >= 1000
+                              else f"{x:.1f}" if x.is_integer() else f"{x:.6f}"),
+                "case_punct": f"({format_number(x)})",           # parentheses: a negative amount
+                "partial": format_number(float(round(x)))}.get(name, value)
+    if type_ == "names":
+        items = parse_names(value)
+        return {"inside_tol": list_cell(list(reversed(items)), kinds.list_format),
+                "outside_tol": list_cell([*items, "Someone Else"], kinds.list_format),
+                "rewritten": "; ".join(items),
+                "case_punct": list_cell([i.upper() for i in items], kinds.list_format),
+                "partial": list_cell(items[:-1], kinds.list_format)}.get(name, value)
+    if type_ == "boolean":
+        low = value.strip().lower()
+        truth = low in {v.lower() for v in kinds.true_values} | {kinds.write_true.lower()}
+        words = (kinds.true_values if truth else kinds.false_values) or [value]
+        return {"inside_tol": words[-1],
+                "outside_tol": kinds.write_false if truth else kinds.write_true,
+                "rewritten": low,
+                "case_punct": value.upper(),
+                "partial": "maybe"}.get(name, value)
+    return {"inside_tol": value.lower(),                       # name, date, text
+            "outside_tol": value + " Group",
+            "rewritten": f'"{value}."',
+            "case_punct": value.upper() + ".",
+            "partial": value.split()[0] if value.split() else value}.get(name, value)
+
+
+def _gold_pages(task: Task, s: dict[str, Any]) -> tuple[list[str], str]:
+    """One cited page per gold pool (its first), written as the submission counts pages, and a
+    page in no pool; from the first page_pools or page_prf metric's gold column."""
+    if task.score.scorer != "components":
+        return [], ""
+    for m in task.score.metric_specs:
+        if m.fn in ("page_pools", "page_prf"):
+            column = m.params.get("gold", "pools" if m.fn == "page_pools" else "pages")
+            base = task.submission.page_base
+            cell = s.get(column)
+            if m.fn == "page_pools":
+                pools = refs.parse_pools(cell, task.gold_page_base, f"solutions column {column}")
+            else:
+                pools = [{p} for p in refs.parse_pages(cell, task.gold_page_base, f"solutions column {column}")]
+            chosen = [sorted(pool, key=lambda p: (p[0] or "", p[1]))[0] for pool in pools if pool]
+            write = [f"{d}:{n - 1 + base}" if d else str(n - 1 + base) for d, n in chosen]
+            every = [p for pool in pools for p in pool]
+            doc = next((d for d, _ in every if d), None)
+            out = 10_000 + max([n for _, n in every] or [0])
+            return write, (f"{doc}:{out}" if doc else str(out))
+    return [], ""
+
+
+def kind_perturbations(task: Task, sol: pl.DataFrame, layout: Layout, kind_col: str,
+                       token: str) -> dict[str, pl.DataFrame]:
+    """Submissions made from the gold by each question's kind (:data:`KIND_PERTURB`): numbers
+    inside and outside the kind_value metric's tolerance, rewritten (``9.4 thousand``, ``7.0``)
+    and in parentheses; names recased, quoted, extended and cut; lists reordered, extended,
+    partial and semicolon-separated; booleans as their other words and flipped; the task's
+    not-answerable token (``answer.kinds.not_answerable``) swapped with a value of the kind;
+    pages one per gold pool, with pages outside the pools listed twice, or none; and every
+    value left empty (unanswered)."""
+    kinds, spec = task.answer.kinds, task.solutions
+    specs = kinds.specs
+    pages_col = next((c for c, src in task.submission.columns.items() if src == "ref_pages"), None)
+    out = {}
+    for name in KIND_PERTURB:
+        rows = []
+        for s in sol.to_dicts():
+            gold = (s[spec.answer] or "").strip()
+            kind = (s[kind_col] or "").strip() or kinds.default or ""
+            type_ = specs[kind].type if kind in specs else "text"
+            na = gold.lower() == token.lower()
+            if name == "unanswered":
+                value = ""
+            elif name == "na_swapped":
+                value = ({"number": "0", "boolean": kinds.write_false, "names": json.dumps(["Someone Else"])}
+                         .get(type_, "Someone Else") if na else token)
+            elif na:
+                value = token.lower() if name == "case_punct" else gold
+            else:
+                value = _kind_value(name, gold, type_, _tolerance(task, kind), kinds)
+            pages, outside = _gold_pages(task, s)
+            if name == "pages_extra" and outside:
+                pages = [*pages, outside, outside, *pages[:1]]
+            elif name == "pages_none":
+                pages = []
+            row = {}
+            for c in layout.columns:
+                if c == layout.id:
+                    row[c] = s[spec.id]
+                elif c == layout.value:
+                    row[c] = value
+                elif c == pages_col:
+                    row[c] = _list_cell(pages, task.submission) if pages else "[]"
+                elif c in sol.columns:
+                    row[c] = s[c] or layout.filler
+                else:
+                    row[c] = layout.filler
+            rows.append(row)
+        out[name] = pl.DataFrame(rows, schema={c: pl.String for c in layout.columns})
     return out
 
 

@@ -9,8 +9,15 @@ The score stage writes the metric into ``scores.json`` (key ``metric``)::
 A component's value on a set of questions is the mean of ``column`` (bool or float, in the
 per-question table ``scores.parquet``) over the rows where the boolean column ``over`` is true
 (every row when ``over`` is null); when ``over`` selects no row the component is ``empty``
-(null: 0.0). The score is the sum of weight x component; weight-0 components are reported beside
-the score, not in it. A ``scores.json`` without ``metric`` (runs scored before tasks existed) is
+(null: 0.0). A component with ``"combine": "sum"`` (a task whose score is a sum over questions,
+``task.score.combine: sum``) is the total of ``column`` over those rows instead: points, not a
+mean. A set-level component (``"stat"``) is one statistic of the whole question set, computed
+from per-question counts so that a resample of the questions recomputes it: ``f1`` (the F1 of a
+class from the columns ``<column>_tp``, ``<column>_fp``, ``<column>_fn``; 1 when all three sum to
+0), ``f1_macro`` (the mean of that F1 and the other class's, from ``<column>_tn`` too), or
+``fixed`` (a set-level figure kohaku cannot decompose: ``column`` holds its value on every row and
+a resample keeps it). The score is the sum of weight x component; weight-0 components are
+reported beside the score, not in it. A ``scores.json`` without ``metric`` (runs scored before tasks existed) is
 the metric of its ``variant`` key, as the task's room describes it (kohaku.tasks.catalog's
 ``variant`` table; the default task's room's when it names none).
 """
@@ -31,6 +38,12 @@ from kohaku.tasks.catalog import DEFAULT_VARIANT
 log = logging.getLogger(__name__)
 
 
+#: the count columns (suffixes) of each decomposable set-level statistic
+SET_PARTS = {"f1": ("tp", "fp", "fn"), "f1_macro": ("tp", "fp", "fn", "tn")}
+STATS = (*SET_PARTS, "fixed")
+COMBINE = ("mean", "sum")
+
+
 @dataclass(frozen=True)
 class Component:
     """One named part of a task's score (see the module doc)."""
@@ -40,6 +53,15 @@ class Component:
     weight: float
     over: str | None = None
     empty: float | None = None
+    combine: str = "mean"          # mean | sum: the mean over the questions it covers, or their total
+    stat: str | None = None        # a set-level statistic: f1 | f1_macro | fixed (see the module doc)
+
+    @property
+    def parts(self) -> list[str]:
+        """The per-question columns a set-level statistic is computed from ([] for others)."""
+        if self.stat in ("f1", "f1_macro"):
+            return [f"{self.column}_{k}" for k in SET_PARTS[self.stat]]
+        return []
 
     @property
     def empty_value(self) -> float:
@@ -51,14 +73,19 @@ class Component:
         """``name (weight)``, as plots and tables show it."""
         return f"{self.name} ({self.weight:.2f})"
 
-    def key(self) -> tuple[str, str, float, str | None, float | None]:
+    def key(self) -> tuple[Any, ...]:
         """What makes two components the same measure (``empty`` only matters with ``over``)."""
         return (self.name, self.column, float(self.weight), self.over,
-                None if self.over is None else self.empty_value)
+                None if self.over is None else self.empty_value, self.combine, self.stat)
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "column": self.column, "weight": self.weight, "over": self.over,
-                "empty": self.empty}
+        out: dict[str, Any] = {"name": self.name, "column": self.column, "weight": self.weight,
+                               "over": self.over, "empty": self.empty}
+        if self.combine != "mean":
+            out["combine"] = self.combine
+        if self.stat is not None:
+            out["stat"] = self.stat
+        return out
 
 
 @dataclass(frozen=True)
@@ -90,14 +117,20 @@ class Metric:
 
     @property
     def columns(self) -> list[str]:
-        """The per-question columns the metric reads: components' columns, then ``over`` columns."""
-        out = [c.column for c in self.components]
+        """The per-question columns the metric reads: components' columns (a set-level
+        statistic's count columns), then ``over`` columns."""
+        out = self.value_columns
         out += [c.over for c in self.components if c.over and c.over not in out]
         return list(dict.fromkeys(out))
 
     @property
     def value_columns(self) -> list[str]:
-        return list(dict.fromkeys(c.column for c in self.components))
+        return list(dict.fromkeys(x for c in self.components for x in (c.parts or [c.column])))
+
+    @property
+    def summed(self) -> bool:
+        """Whether the score is in points (a component summed over questions)."""
+        return any(c.combine == "sum" for c in self.components)
 
     @property
     def known(self) -> Metric | None:
@@ -120,6 +153,10 @@ class Metric:
         some questions only and the weight-0 components listed beside."""
         def part(c: Component) -> str:
             s = f"{c.weight:.2f} {c.name}"
+            if c.combine == "sum":
+                s += " (summed)"
+            if c.stat:
+                s += f" ({c.stat} over the set{', not resampled' if c.stat == 'fixed' else ''})"
             if c.over:
                 s += f" (over {c.over}, {c.empty_value:g} when none)"
             return s
@@ -192,8 +229,13 @@ def metric_from_json(data: Any, variant: str | None = None, where: str = "scores
         if not isinstance(c, dict) or not c.get("name") or not c.get("column"):
             raise MetricError(f"{at} needs a name and a column")
         weight = _float(c.get("weight", 1.0), f"{at}.weight")
+        combine, stat = str(c.get("combine") or "mean"), c.get("stat")
+        if combine not in COMBINE or (stat is not None and stat not in STATS):
+            raise MetricError(f"{at}: combine {combine!r} / stat {stat!r}; use combine one of "
+                              f"{', '.join(COMBINE)} and stat one of {', '.join(STATS)} or null")
         comps.append(Component(str(c["name"]), str(c["column"]), 1.0 if weight is None else weight,
-                               str(c["over"]) if c.get("over") else None, _float(c.get("empty"), f"{at}.empty")))
+                               str(c["over"]) if c.get("over") else None, _float(c.get("empty"), f"{at}.empty"),
+                               combine, None if stat is None else str(stat)))
     names = [c.name for c in comps]
     if len(set(names)) != len(names):
         raise MetricError(f"{where}: metric component names repeat: {names}")

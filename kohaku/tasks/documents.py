@@ -14,8 +14,10 @@ any questions column.
 A reference object has ``submission.reference``'s keys, each from ``doc_id``, ``page`` (the
 cited page, counted from ``submission.page_base``: 0 for a ``page_index``) or a column of the
 reference table (``submission.metadata``, else the corpus metadata; e.g. a document's
-``pdf_sha1``). The pages are the answer's ``ref_pages`` (the context blocks of the cited
-documents, deduplicated, cut to the kind's ``max_pages``: kohaku.tasks.kinds.limit_pages).
+``pdf_sha1``); the CSV's ``ref_pages`` cells write the same references as ``doc:page`` with
+the document as the reference names it (:func:`written_pages`). The pages are the answer's
+``ref_pages`` (the context blocks of the cited documents, deduplicated, cut to the kind's
+``max_pages``: kohaku.tasks.kinds.limit_pages).
 
 Before writing, the document must pass ``submission.schema`` (a JSON schema file,
 kohaku.core.schema_check); the columns writer checks each row against it the same way.
@@ -62,11 +64,42 @@ def split_page(ref: str) -> tuple[str, int]:
     return doc, int(page)
 
 
+def based_pages(items: list[str], base: int) -> list[str]:
+    """``doc:page`` items (pages from 1, as ``ref_pages`` holds them) numbered from ``base``
+    (``task.submission.page_base``), as every writer writes them."""
+    out = []
+    for item in items:
+        doc, page = split_page(item)
+        out.append(f"{doc}:{page - 1 + base}")
+    return out
+
+
+def written_pages(a: dict[str, Any], page_base: int) -> list[str]:
+    """An answer's cited pages as every writer writes them: its ``reference_pages`` where the
+    references name the document (:func:`with_references`), else ``ref_pages`` from
+    ``page_base``."""
+    if a.get("reference_pages") is not None:
+        return list(a["reference_pages"])
+    return based_pages(list(a.get("ref_pages") or []), page_base)
+
+
+def document_key(spec: SubmissionSpec) -> str | None:
+    """The reference object's key that names the document (the one key besides the page's:
+    ``doc_id`` or a column of the reference table such as ``pdf_sha1``), else None."""
+    keys = [k for k, source in spec.reference.items() if source != "page"]
+    return keys[0] if len(keys) == 1 and "page" in spec.reference.values() else None
+
+
 def with_references(answers: pl.DataFrame, table: dict[str, dict[str, str]] | None,
                     spec: SubmissionSpec) -> pl.DataFrame:
     """``references``: each answer's ``ref_pages`` as a JSON list of objects with
-    ``submission.reference``'s keys; a document missing from the table is an error naming it."""
-    out = []
+    ``submission.reference``'s keys; a document missing from the table is an error naming it.
+    ``reference_pages``: the same references as ``doc:page`` cells, the document as the
+    reference names it (:func:`document_key`: ``<pdf_sha1>:0``), which the CSV's ``ref_pages``
+    writes, so the CSV and the document cite the same pages."""
+    out, cells = [], []
+    doc_key = document_key(spec)
+    page_key = next((k for k, source in spec.reference.items() if source == "page"), None)
     for qid, pages in answers.select("qid", "ref_pages").iter_rows():
         refs = []
         for item in pages or []:
@@ -86,11 +119,13 @@ def with_references(answers: pl.DataFrame, table: dict[str, dict[str, str]] | No
                     obj[key] = row[source]
             refs.append(obj)
         out.append(json.dumps(refs, ensure_ascii=False))
-    return answers.with_columns(pl.Series("references", out, dtype=pl.String))
+        cells.append(None if doc_key is None else [f"{r[doc_key]}:{r[page_key]}" for r in refs])
+    return answers.with_columns(pl.Series("references", out, dtype=pl.String),
+                                pl.Series("reference_pages", cells, dtype=pl.List(pl.String)))
 
 
 def _source(source: str, a: dict[str, Any], q: dict[str, Any], fields: dict[str, Any],
-            fixed: dict[str, Any]) -> Any:
+            fixed: dict[str, Any], page_base: int) -> Any:
     if source == "typed_value":
         return json.loads(a["value_json"]) if a.get("value_json") else (
             None if a["is_blank"] else a["answer_value"])
@@ -98,6 +133,8 @@ def _source(source: str, a: dict[str, Any], q: dict[str, Any], fields: dict[str,
         return json.loads(a.get("references") or "[]")
     if source == "kind":
         return a.get("kind") or ""
+    if source == "ref_pages":
+        return written_pages(a, page_base)
     if source in fixed:
         return fixed[source](a, q)
     if source in fields:
@@ -117,7 +154,7 @@ def json_document(answers: pl.DataFrame, questions: pl.DataFrame, spec: Submissi
     for q in questions.to_dicts():
         a = by_qid[q["qid"]]
         fields = json.loads(a.get("fields") or "{}")
-        items.append({key: _source(src, a, q, fields, fixed) for key, src in spec.answer.items()})
+        items.append({key: _source(src, a, q, fields, fixed, spec.page_base) for key, src in spec.answer.items()})
     return {**spec.document, spec.answers_key: items}
 
 

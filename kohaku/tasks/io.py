@@ -1,4 +1,5 @@
-"""Reading a task's question and solution files (CSV or JSON lines) as all-string tables.
+"""Reading a task's question and solution files (CSV, JSON lines or a JSON array of objects) as
+all-string tables.
 
 Every cell becomes a string, as the CSV reader does (ids such as ``q003`` must not become
 numbers): JSON numbers as written in the file, booleans ``true``/``false``, lists and objects as
@@ -19,9 +20,10 @@ from kohaku.tasks.spec import FORMATS, QuestionsSpec
 
 
 def file_format(path: Path, declared: str | None) -> str:
-    """``declared`` or the format the extension says (``.jsonl``/``.json`` -> jsonl, else csv)."""
+    """``declared`` or the format the extension says (``.jsonl``/``.json`` -> jsonl, else csv);
+    ``json`` is read as ``jsonl`` is (JSON lines or one JSON array of objects)."""
     if declared:
-        return declared
+        return "jsonl" if declared == "json" else declared
     return "jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "csv"
 
 
@@ -35,28 +37,47 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _objects(path: Path, what: str) -> list[tuple[str, Any]]:
+    """(where, object) of a JSON array of objects (the whole file starts with ``[``) or of JSON
+    lines; errors name the file and the line or item."""
+    text = path.read_text(encoding="utf-8-sig")
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}: {what} is not a JSON array ({exc.msg} at line {exc.lineno}, "
+                              f"column {exc.colno})") from exc
+        if not isinstance(items, list):
+            raise CorpusError(f"{path}: {what} is no JSON array of objects")
+        return [(f"item {i}", obj) for i, obj in enumerate(items)]
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append((f"line {n}", json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}: line {n} of {what} is not JSON ({exc.msg} at column "
+                              f"{exc.colno}); write one JSON object per line, or one JSON array of "
+                              "objects") from exc
+    return out
+
+
 def read_jsonl(path: Path, what: str) -> pl.DataFrame:
-    """One JSON object per line -> all-string columns (first-seen column order)."""
+    """JSON lines (one object per line) or one JSON array of objects -> all-string columns
+    (first-seen column order)."""
     if not path.is_file():
         raise CorpusFileNotFound(f"{path}: {what} file not found; check the path (or the corpus "
                                  "config: corpus.root and the file's key)")
     rows: list[dict[str, str]] = []
     columns: dict[str, None] = {}
-    with path.open(encoding="utf-8-sig") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}: line {n} of {what} is not JSON ({exc.msg} at column "
-                                  f"{exc.colno}); write one JSON object per line") from exc
-            if not isinstance(obj, dict):
-                raise CorpusError(f"{path}: line {n} of {what} is a JSON {type(obj).__name__}, "
-                                  "not an object")
-            row = {str(k): _cell(v) for k, v in obj.items()}
-            columns.update(dict.fromkeys(row))
-            rows.append(row)
+    for where, obj in _objects(path, what):
+        if not isinstance(obj, dict):
+            raise CorpusError(f"{path}: {where} of {what} is a JSON {type(obj).__name__}, "
+                              "not an object")
+        row = {str(k): _cell(v) for k, v in obj.items()}
+        columns.update(dict.fromkeys(row))
+        rows.append(row)
     if not rows:
         raise CorpusError(f"{path}: {what} file is empty")
     cols = list(columns)

@@ -65,11 +65,11 @@ DEFAULT_USER = (
 class JudgeConfig:
     """The judge's prompts (templates over :data:`JUDGE_FIELDS`) and sampling settings."""
 
-    system: str = DEFAULT_SYSTEM
-    user: str = DEFAULT_USER
-    max_tokens: int = 64
-    temperature: float = 0.0
-    seed: int = 0
+    system: str = DEFAULT_SYSTEM        # the judge's system prompt
+    user: str = DEFAULT_USER            # the judge's prompt: {question}, {truth}, {answer}
+    max_tokens: int = 64                # room for the JSON verdict
+    temperature: float = 0.0            # sampling temperature (0: greedy)
+    seed: int = 0                       # sampling seed
 
     def validate(self, where: str = "judge") -> None:
         """Raise :class:`ConfigError` naming ``<where>.<key>`` for an unknown placeholder, bad

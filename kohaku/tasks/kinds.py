@@ -282,19 +282,28 @@ def typed_value(kind: KindSpec, kinds: KindsSpec, text: str) -> Any:
 
 def with_kinds(answers: pl.DataFrame, questions: pl.DataFrame, kinds: KindsSpec) -> pl.DataFrame:
     """``kind`` (each question's kind) and ``value_json`` (its value as typed JSON, ``null`` for
-    a blank answer) on the answers; unchanged without kinds."""
+    a blank answer) on the answers, and ``answer_value`` in the kind's rendering (:func:`render`:
+    ``7`` not ``7.0``, booleans as ``write_true``/``write_false``), also where the vote kept the
+    winner's surface (``vote.keep_surface``), so every writer writes the same value; unchanged
+    without kinds."""
     if not kinds.enabled:
         return answers
     of = kind_of(questions, kinds)
     specs = kinds.specs
-    names, values = [], []
+    readers = {name: parser(spec, kinds) for name, spec in specs.items()}
+    names, values, texts = [], [], []
     for qid, text, blank in answers.select("qid", "answer_value", "is_blank").iter_rows():
         name = of[qid]
         names.append(name)
-        value = None if blank else typed_value(specs[name], kinds, text or "")
+        text = text or ""
+        if not blank and text.strip():
+            text = render(specs[name], kinds, readers[name](text), text)
+        texts.append(text)
+        value = None if blank else typed_value(specs[name], kinds, text)
         values.append(json.dumps(value, ensure_ascii=False))
     return answers.with_columns(pl.Series("kind", names, dtype=pl.String),
-                                pl.Series("value_json", values, dtype=pl.String))
+                                pl.Series("value_json", values, dtype=pl.String),
+                                pl.Series("answer_value", texts, dtype=pl.String))
 
 
 def limit_pages(answers: pl.DataFrame, kinds: KindsSpec) -> pl.DataFrame:

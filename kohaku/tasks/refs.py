@@ -63,7 +63,12 @@ def _page(item: Any, base: int, where: str) -> Page:
 
 def parse_pages(cell: Any, base: int = 1, where: str = "pages") -> set[Page]:
     """The pages a cell lists, numbered from 1 (``base``: how the cell numbers them)."""
-    return {_page(i, base, where) for i in _items(cell)}
+    return set(page_list(cell, base, where))
+
+
+def page_list(cell: Any, base: int = 1, where: str = "pages") -> list[Page]:
+    """The pages a cell lists in its order, repeats kept, numbered from 1."""
+    return [_page(i, base, where) for i in _items(cell)]
 
 
 def parse_pools(cell: Any, base: int = 1, where: str = "pools") -> list[set[Page]]:
@@ -103,10 +108,12 @@ def page_prf(cited: set[Page], gold: set[Page], beta: float = 1.0) -> tuple[floa
     return precision, recall, (1 + b2) * precision * recall / (b2 * precision + recall)
 
 
-def pools_score(cited: set[Page], pools: list[set[Page]], points: float = 1.0,
+def pools_score(cited: Iterable[Page], pools: list[set[Page]], points: float = 1.0,
                 missing: float = 0.5, extra: float = 0.25) -> float:
     """``points`` less ``missing`` per pool with no cited page and ``extra`` per cited page in
-    no pool, floored at 0. No pool: ``points`` when nothing is cited, else the extra penalties."""
+    no pool, floored at 0. No pool: ``points`` when nothing is cited, else the extra penalties.
+    ``cited`` as a set counts a page once; as a list, every listed page (repeats included)."""
+    cited = list(cited)
     n_missing = sum(not any(_same(c, g) for c in cited for g in pool) for pool in pools)
     n_extra = sum(not any(_same(c, g) for pool in pools for g in pool) for c in cited)
     return max(0.0, points - missing * n_missing - extra * n_extra)

@@ -6,12 +6,16 @@ kohaku/tasks/<name>/), or
 
 - ``components``: a weighted sum of named metrics (``task.score.metrics``), each the mean over
   the questions it covers (a metric returns None for a question it does not cover: numeric
-  match on a question whose gold answer is no amount). A component over no question is 0.
+  match on a question whose gold answer is no amount), or their total (``score.combine: sum``).
+  A component over no question is 0. A question the submission leaves unanswered (no row, an
+  empty value cell) scores ``task.score.unanswered`` (0) on every metric that covers it.
 
 Both give a :class:`TaskScore`: the per-question table (one column per component, and
 ``<name>_covered`` for the components that cover a subset), the summary for ``scores.json``
 and ``metric``: the components with their table column, weight and the boolean column of the
-questions each covers, which is all the reports need to recompute the score on a resample.
+questions each covers (``combine: sum`` for a task scored in points; a set-level metric as a set
+statistic with its per-question counts, :func:`set_statistic`), which is all the reports need to
+recompute the score on a resample.
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ from typing import Any, Callable
 
 import polars as pl
 
-from kohaku.core.cells import read_csv_str
 from kohaku.core.config import ConfigError
 from kohaku.core.errors import MetricError
 from kohaku.tasks import registry
 from kohaku.tasks.catalog import DEFAULT_VARIANT
 from kohaku.tasks.builtin import MetricEnv, is_blank_answer
 from kohaku.tasks.io import read_rows
+from kohaku.tasks.submissions import read_submission
 from kohaku.tasks.spec import ScoreSpec, Task
 
 log = logging.getLogger("kohaku.score")
@@ -141,13 +145,18 @@ def _require(df: pl.DataFrame, columns: dict[str, str], path: Path, what: str) -
 
 
 def score_components(task: Task, solutions: Path, submission: Path, variant: str | None, subset: bool,
-                     strict: bool, backend: Callable[[], Any] | None = None, cache: Any = None) -> TaskScore:
+                     strict: bool, backend: Callable[[], Any] | None = None, cache: Any = None,
+                     fmt: str | None = None) -> TaskScore:
     """A weighted sum of the task's named metrics (``task.score.metrics``; see the module doc);
-    ``variant`` and ``strict`` are not used."""
+    ``variant`` and ``strict`` are not used; ``fmt``: the submission's format (csv | json;
+    None: detected, kohaku.tasks.submissions)."""
     spec = task.solutions
     sol = read_rows(solutions, spec.format, "solutions", skip_blank_lines=True)
     _require(sol, {"task.solutions.id": spec.id, "task.solutions.answer": spec.answer}, solutions, "solutions file")
-    sub = read_csv_str(submission)
+    kinds = task.answer.kinds
+    kind_col = kinds.column if kinds.enabled and kinds.column in sol.columns else None
+    sub = read_submission(submission, task, fmt, kinds_by_qid=None if kind_col is None else dict(
+        zip(sol[spec.id].str.strip_chars(), sol[kind_col]))).rows
     id_col, value_col = submission_columns(task)
     _require(sub, {"the id column": id_col, "the value column": value_col}, submission, "submission")
     warnings: list[str] = []
@@ -180,6 +189,8 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         rows.append({"qid": qid, "question": question, "truth": s[spec.answer] or "", "pred": pred,
                      "pred_blank": p is None or is_blank_answer(pred, task.submission.blank, blanks),
                      "missing": p is None,
+                     # no row, or an empty value cell: every metric gives it score.unanswered
+                     "unanswered": p is None or not (pred or "").strip(),
                      # the whole rows: every column of the solution and of the submission (None:
                      # no row), for metrics that read references, pages or per-question columns
                      "solution": s, "submission": p})
@@ -192,13 +203,14 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     for w in warnings:
         log.warning(w)
     stats: dict[str, Any] = {}
-    env = MetricEnv(backend=backend, cache=cache, stats=stats)
+    env = MetricEnv(backend=backend, cache=cache, stats=stats, task=task)
     columns: dict[str, list[Any]] = {}
     components: dict[str, float | None] = {}
     metric: list[dict[str, Any]] = []
     coverage: dict[str, int] = {}
     score = 0.0
     set_values: dict[str, float] = {}
+    set_metric: list[dict[str, Any]] = []
     for i, m in enumerate(task.score.metric_specs):
         fn = registry.lookup("metric", m.fn, f"task.score.metrics[{i}].fn")
         if m.level == "set":
@@ -207,6 +219,9 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
                 raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) is a set-level metric and "
                                   f"returned {type(value).__name__}; return one number for all rows")
             set_values[m.name] = float(value)
+            set_columns, entry = set_statistic(m, rows, float(value))
+            columns.update(set_columns)
+            set_metric.append(entry)
             components[m.name] = float(value)
             coverage[m.name] = len(rows)
             score += m.weight * float(value)
@@ -215,6 +230,9 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         if len(values) != len(rows):
             raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) returned {len(values)} values for "
                               f"{len(rows)} questions")
+        # one rule for every metric: an unanswered question it covers scores score.unanswered
+        values = [v if v is None or not r["unanswered"] else task.score.unanswered
+                  for v, r in zip(values, rows)]
         covered = [v is not None for v in values]
         columns[m.name] = [None if v is None else float(v) for v in values]
         columns[f"{m.name}_covered"] = covered
@@ -228,7 +246,8 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         components[m.name] = value
         score += m.weight * (value or 0.0)
         metric.append({"name": m.name, "column": m.name, "weight": m.weight,
-                       "over": f"{m.name}_covered", "empty": None})
+                       "over": f"{m.name}_covered", "empty": None,
+                       **({"combine": "sum"} if task.score.combine == "sum" else {})})
     if task.score.round is not None:
         digits, how = task.score.round, task.score.rounding
         components = {k: None if v is None else round_score(v, digits, how) for k, v in components.items()}
@@ -239,6 +258,7 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     schema: dict[str, Any] = {"qid": pl.String, "question": pl.String, "truth": pl.String,
                               "pred": pl.String, "pred_blank": pl.Boolean, "missing": pl.Boolean}
     table = pl.DataFrame([{k: r[k] for k in schema} for r in rows], schema=schema)
+    table = table.with_columns(*cited_pages(task, rows))
     for name, values in columns.items():
         table = table.with_columns(pl.Series(name, values, dtype=pl.Boolean if name.endswith("_covered")
                                              else pl.Float64))
@@ -251,14 +271,84 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         details["set_level"] = sorted(set_values)
     if task.score.round is not None:
         details["round"] = {"decimals": task.score.round, "rounding": task.score.rounding}
+    metric += set_metric
     return TaskScore(task.name, "components", score, components, metric, len(rows), len(missing),
                      len(extra), table, errors, details, warnings)
 
 
+def na_flags(rows: list[dict[str, Any]], params: dict[str, Any]) -> tuple[list[bool], list[bool]]:
+    """(gold, predicted) not-answerable flags of the ``na_f1`` metric (kohaku.tasks.builtin): the
+    gold answer is ``params.token``; the prediction is that token or blank."""
+    token = str(params.get("token", "is_blank")).strip().lower()
+    gold = [(r["truth"] or "").strip().lower() == token for r in rows]
+    pred = [bool(r["pred_blank"]) or (r["pred"] or "").strip().lower() == token for r in rows]
+    return gold, pred
+
+
+#: set-level metrics whose value the reports can recompute on a resample of the questions:
+#: metric fn -> (per-question class flags (gold, predicted), the statistic named by params.average)
+SET_DECOMPOSED: dict[str, tuple[Callable[..., tuple[list[bool], list[bool]]], dict[str, str]]] = {
+    "na_f1": (na_flags, {"positive": "f1", "macro": "f1_macro"}),
+}
+
+
+def _f1(tp: float, fp: float, fn: float) -> float:
+    return 1.0 if tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
+
+
+def set_statistic(m: Any, rows: list[dict[str, Any]], value: float) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The per-question columns and the metric entry of a set-level component, so the reports
+    bootstrap the set statistic itself (kohaku.tasks.components): the F1's counts per question
+    (``<name>_tp``, ``_fp``, ``_fn``, ``_tn``), or for a metric kohaku cannot decompose (or whose
+    counts do not give its value back) its value on every row (``stat: fixed``)."""
+    entry = {"name": m.name, "column": m.name, "weight": m.weight, "over": None, "empty": None}
+    known = SET_DECOMPOSED.get(m.fn)
+    stat = known[1].get(str(m.params.get("average", "positive"))) if known else None
+    if known and stat:
+        gold, pred = known[0](rows, m.params)
+        counts = {"tp": [float(g and p) for g, p in zip(gold, pred)],
+                  "fp": [float(p and not g) for g, p in zip(gold, pred)],
+                  "fn": [float(g and not p) for g, p in zip(gold, pred)],
+                  "tn": [float(not g and not p) for g, p in zip(gold, pred)]}
+        t = {k: sum(v) for k, v in counts.items()}
+        again = _f1(t["tp"], t["fp"], t["fn"])
+        if stat == "f1_macro":
+            again = (again + _f1(t["tn"], t["fn"], t["fp"])) / 2
+        if abs(again - value) <= 1e-9:
+            parts = ("tp", "fp", "fn", "tn") if stat == "f1_macro" else ("tp", "fp", "fn")
+            return {f"{m.name}_{k}": counts[k] for k in parts}, {**entry, "stat": stat}
+        log.warning("set-level metric %s (%s): its counts give %s, not its value %s; the reports "
+                    "keep its value on every resample", m.name, m.fn, again, value)
+    return {m.name: [value] * len(rows)}, {**entry, "stat": "fixed"}
+
+
+def cited_pages(task: Task, rows: list[dict[str, Any]]) -> list[pl.Series]:
+    """``truth_refs`` and ``pred_refs``: the gold and the cited references or pages of each
+    question as the files write them (the solutions' ``task.solutions.refs`` column, else the
+    gold column a page metric reads; the submission's refs or pages column, else the column a
+    page metric reads), for the reports' flipped questions."""
+    defaults = {"page_pools": "pools", "page_prf": "pages"}     # their params.gold defaults
+    page_metrics = [m for m in task.score.metric_specs if m.fn in defaults]
+    gold = task.solutions.refs or next((m.params.get("gold", defaults[m.fn]) for m in page_metrics), None)
+    by_source = {s: c for c, s in task.submission.columns.items()}
+    pred = by_source.get("refs") or by_source.get("ref_pages") or next(
+        (m.params.get("pred", "pages") for m in page_metrics), None)
+    out = []
+    for name, side, column in (("truth_refs", "solution", gold), ("pred_refs", "submission", pred)):
+        if column is None:
+            continue
+        out.append(pl.Series(name, [None if (r.get(side) or {}).get(column) is None else str(r[side][column])
+                                     for r in rows], dtype=pl.String))
+    return out
+
+
 def score_submission(task: Task, solutions: str | Path, submission: str | Path, *,
                      variant: str | None = None, subset: bool = False, strict: bool = False,
-                     backend: Callable[[], Any] | None = None, cache: Any = None) -> TaskScore:
+                     backend: Callable[[], Any] | None = None, cache: Any = None,
+                     fmt: str | None = None) -> TaskScore:
     """Score ``submission`` against ``solutions`` with ``task``'s scorer (``score.scorer``).
+    ``fmt`` tells the submission's format (csv | json) to the ``components`` scorer (None: it
+    detects it); a competition's own scorer reads its CSV.
     ``variant`` and ``strict`` apply to scorers with variants (a room's; None: the default variant);
     ``backend`` (a function that loads the LLM) and ``cache`` (a generation cache) serve metrics
     that need a model (the LLM judge)."""
@@ -266,5 +356,10 @@ def score_submission(task: Task, solutions: str | Path, submission: str | Path, 
     name = task.score.scorer
     if ":" not in name and name not in registry.names("scorer"):
         raise ConfigError(f"task.score.scorer={name!r}; use {' or '.join(sorted(registry.names('scorer'), reverse=True))}")
+    if fmt is not None and name == "components":
+        return score_components(task, solutions, submission, variant, subset, strict, backend, cache, fmt)
+    if fmt not in (None, "csv"):
+        raise ConfigError(f"task {task.name}'s scorer {name!r} reads CSV submissions; {submission} "
+                          f"was given as {fmt}")
     scorer = registry.lookup("scorer", name, "task.score.scorer")
     return scorer(task, solutions, submission, variant, subset, strict, backend, cache)

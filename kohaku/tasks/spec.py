@@ -15,7 +15,10 @@ competition by name (lm-evaluation-harness's task YAML is the model). Its parts:
   column -> answer field) and its cell formats.
 - ``solutions``: where the answers are in the solutions file, for scoring.
 - ``score``: the scorer (the default task's: its competition's metric, exactly; ``components``: a
-  weighted sum of named metrics, each over the questions it covers) and the error classes.
+  weighted sum of named metrics, each over the questions it covers, such as ``kind_value``, each
+  value by its answer kind, and ``page_pools``), what an unanswered question scores
+  (``unanswered``) and the error classes. Pages are counted one way per side:
+  ``submission.page_base`` and ``solutions.page_base`` (:meth:`Task.check_page_bases`).
 - ``gold``: gold evidence for retrieval evaluation (documents; document + page; text).
 - ``answer.kinds`` (optional): a questions column names each question's kind (number, boolean,
   name, names, date, text), which picks the value's JSON schema, the prompt's
@@ -40,7 +43,7 @@ from kohaku.retrieval.gold import GoldSpec
 from kohaku.core.values import MODEL_BLANK_TOKENS
 from kohaku.tasks.catalog import default_names
 
-FORMATS = ("csv", "jsonl")
+FORMATS = ("csv", "jsonl", "json")   # jsonl and json: JSON lines or one JSON array of objects
 FIELD_TYPES = ("text", "number", "list", "choice", "refs")
 ABSTENTION = ("allowed", "never")
 ORDERS = ("context_first", "question_first")
@@ -59,7 +62,7 @@ KIND_PROMPT_FIELDS = ("kind", "kind_instruction")
 
 @dataclass
 class QuestionsSpec:
-    format: str = "csv"               # csv | jsonl
+    format: str = "csv"               # csv | jsonl | json (either: JSON lines or a JSON array of objects)
     id: str = "id"                    # question id column (becomes qid)
     question: str = "question"        # question text column
     fields: list[str] = field(default_factory=lambda: ["answer_unit"])  # columns prompts may use
@@ -159,6 +162,7 @@ class AnswerSpec:
     choices: dict[str, list[str]] = field(default_factory=dict)   # allowed values of choice fields
     prompts: dict[str, dict[str, str]] = field(default_factory=dict)  # {order: {system, user}}
     abstention: str = "allowed"       # allowed: a sample may abstain (blank_values); never
+    # a sample whose value is one of these abstains
     blank_values: list[str] = field(default_factory=lambda: list(MODEL_BLANK_TOKENS))
     blank_without_refs: bool = True   # a sample that cites no document is blank
     fallback: str = ""                # abstention=never: the answer written when no sample gave one
@@ -276,14 +280,19 @@ class SubmissionSpec:
 
 @dataclass
 class SolutionsSpec:
-    format: str | None = None         # csv | jsonl; null: from the file's extension
-    id: str = "id"
+    format: str | None = None         # csv | jsonl | json; null: from the file's extension
+    id: str = "id"                  # the question id column
     answer: str = "answer_value"      # the gold answer column
     refs: str | None = "ref_id"       # gold document ids, or null
+    # the number of the first page in the solutions' page cells (pools, pages): 0 or 1; null:
+    # the submission's (task.submission.page_base)
+    page_base: int | None = None
 
     def validate(self) -> None:
         if self.format is not None and self.format not in FORMATS:
             raise ConfigError(f"task.solutions.format={self.format!r}; use one of {', '.join(FORMATS)} or null")
+        if self.page_base not in (None, 0, 1):
+            raise ConfigError(f"task.solutions.page_base={self.page_base}; use 0, 1 or null")
 
 
 LEVELS = ("question", "set")
@@ -316,6 +325,9 @@ class ScoreSpec:
     combine: str = "mean"             # mean | sum
     round: int | None = None          # decimals of the printed score and components (None: as computed)
     rounding: str = "half_up"         # ties (.x5): half_up (decimal, as written) | half_even | python (round())
+    # what every per-question metric gives a question the submission leaves unanswered (no row
+    # for it, or an empty value cell); a metric that does not cover the question stays uncovered
+    unanswered: float = 0.0
 
     @property
     def metric_specs(self) -> list[MetricSpec]:
@@ -344,19 +356,22 @@ class ScoreSpec:
 
 @dataclass
 class Task:
-    name: str = DEFAULT["name"]
-    questions: QuestionsSpec = field(default_factory=QuestionsSpec)
-    answer: AnswerSpec = field(default_factory=AnswerSpec)
-    vote: VoteSpec = field(default_factory=VoteSpec)
+    name: str = DEFAULT["name"]     # the task's name (reports, scores.json)
+    questions: QuestionsSpec = field(default_factory=QuestionsSpec)  # the questions file: format and columns
+    answer: AnswerSpec = field(default_factory=AnswerSpec)  # the answer's JSON fields, prompts and abstention
+    vote: VoteSpec = field(default_factory=VoteSpec)  # how samples are grouped and combined
     references: str = "doc"           # doc | doc_page (the pages of the cited documents' blocks)
+    # the submission's writer, columns and cells
     submission: SubmissionSpec = field(default_factory=SubmissionSpec)
+    # where the gold answers are in the solutions file
     solutions: SolutionsSpec = field(default_factory=SolutionsSpec)
-    score: ScoreSpec = field(default_factory=ScoreSpec)
-    gold: GoldSpec = field(default_factory=GoldSpec)
+    score: ScoreSpec = field(default_factory=ScoreSpec)  # the scorer, its metrics and error classes
+    gold: GoldSpec = field(default_factory=GoldSpec)  # gold evidence for retrieval evaluation
 
     def validate(self) -> None:
         self.answer.validate()
         self.submission.validate()
+        self.check_page_bases()
         if self.references not in REFERENCES:
             raise ConfigError(f"task.references={self.references!r}; use one of {', '.join(REFERENCES)}")
         if self.submission.reference and self.references != "doc_page":
@@ -365,6 +380,26 @@ class Task:
         for order, pair in self.answer.prompts.items():
             for part, text in pair.items():
                 check_template(text, allowed, f"task.answer.prompts.{order}.{part}")
+
+    @property
+    def gold_page_base(self) -> int:
+        """How the solutions number their pages (``solutions.page_base``, else the submission's)."""
+        return self.submission.page_base if self.solutions.page_base is None else self.solutions.page_base
+
+    def check_page_bases(self) -> None:
+        """One page base per side: a metric's ``params.page_base`` (``gold_page_base``) must say
+        what ``submission.page_base`` (``solutions.page_base``) says; every writer, reader and
+        metric reads pages with the task's."""
+        task_bases = {"page_base": ("task.submission.page_base", self.submission.page_base),
+                      "gold_page_base": ("task.solutions.page_base", self.gold_page_base)}
+        for i, m in enumerate(self.score.metrics):
+            params = (m.get("params") if isinstance(m, dict) else None) or {}
+            for key, (where, base) in task_bases.items():
+                if key in params and params[key] is not None and int(params[key]) != base:
+                    raise ConfigError(
+                        f"task.score.metrics[{i}].params.{key}={params[key]} disagrees with {where}="
+                        f"{base}; pages are counted one way per task: drop the metric's {key} and set "
+                        f"{where}")
 
     @property
     def prompt_fields(self) -> tuple[str, ...]:

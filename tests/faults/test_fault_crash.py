@@ -54,7 +54,7 @@ def _no_half_artifacts(cache: Path) -> None:
                 assert (folder / "manifest.json").is_file(), folder
 
 
-def test_sigkill_during_embed_resumes_from_the_encoding_parts(tmp_path, uninterrupted):
+def test_sigkill_during_embed_resumes_from_the_encoding_parts(tmp_path, uninterrupted, caplog):
     cache = tmp_path / "cache"
     over = overrides(cache, *CHUNKS)
     proc = start_driver(tmp_path / "killed", over, slow_embed=0.15)
@@ -69,14 +69,18 @@ def test_sigkill_during_embed_resumes_from_the_encoding_parts(tmp_path, uninterr
     assert not list((cache / "embed").glob("*/manifest.json"))  # no embed artifact was sealed
     _no_half_artifacts(cache)
 
-    result = run_inprocess(tmp_path, *CHUNKS, run="rerun")
+    with caplog.at_level(logging.INFO, logger="kohaku.embed"):
+        result = run_inprocess(tmp_path, *CHUNKS, run="rerun")
     embed = result.summary("embed")
     assert embed["n_cached"] >= 8 * written and embed["n_encoded"] == N_TEXTS - embed["n_cached"]
+    # the log says how much was reused and how much encoded
+    assert (f"{N_TEXTS} distinct, {embed['n_cached']} cached, {embed['n_encoded']} encoded in"
+            in caplog.text)
     assert all(result.stages[s].cache_hit for s in ("parse", "questions", "tree"))
     _same_outputs(result.run_dir, uninterrupted)
 
 
-def test_sigkill_during_infer_resumes_from_the_generation_parts(tmp_path, uninterrupted):
+def test_sigkill_during_infer_resumes_from_the_generation_parts(tmp_path, uninterrupted, caplog):
     cache = tmp_path / "cache"
     over = overrides(cache, *CHUNKS)
     proc = start_driver(tmp_path / "killed", over, slow_infer=0.15)
@@ -88,9 +92,12 @@ def test_sigkill_during_infer_resumes_from_the_generation_parts(tmp_path, uninte
     assert record["status"] == "running" and list(record["stages"])[-1] == "retrieve"
     _no_half_artifacts(cache)
 
-    result = run_inprocess(tmp_path, *CHUNKS, run="rerun")
+    with caplog.at_level(logging.INFO, logger="kohaku.infer"):
+        result = run_inprocess(tmp_path, *CHUNKS, run="rerun")
     infer = result.summary("infer")
     assert infer["cache_hits"] == written and infer["prompts"] == N_QUESTIONS - written
+    assert (f"infer: {N_QUESTIONS} questions, {N_QUESTIONS - written} prompts sent in "
+            f"{N_QUESTIONS - written} call(s), {written} cached sample(s)" in caplog.text)
     assert all(result.stages[s].cache_hit for s in ("parse", "embed", "index", "retrieve"))
     _same_outputs(result.run_dir, uninterrupted)
 

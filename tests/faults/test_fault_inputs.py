@@ -17,6 +17,7 @@ import pytest
 from conftest import REPO, SAMPLE
 from faultkit import child_env, damaged_corpus, run_inprocess, run_json, table
 from kohaku.core.config import ConfigError
+from kohaku.core.errors import CorpusError
 from kohaku.runner.pipeline import StageError
 
 SAMPLE_IDS = ["lindqvist2024", "mehta2022", "okafor2023", "sato2025"]
@@ -62,9 +63,23 @@ def test_damaged_corpus_is_recorded_and_summarised_and_good_documents_are_unchan
     assert "parse: 7 documents with problems" in run_json(result.run_dir)["problems"]
     end = [r.getMessage() for r in caplog.records if r.name == "kohaku.pipeline"
            and r.levelno == logging.WARNING]
-    assert len(end) == 1 and end[0].startswith("parse: 7 documents with problems:")
+    assert len(end) == 2 and end[0].startswith("parse: 7 documents with problems:")
     for doc_id in list(expected) + ["latin2024"]:
         assert f"\n    {doc_id} " in end[0]
+
+    # the whole corpus in one table: every documents row is in the tree or named with its
+    # reason in the tree's summary, the end of the log and run.json (uncut)
+    in_tree = set(table(result, "tree", "nodes")["doc_id"].unique().to_list())
+    assert in_tree == set(SAMPLE_IDS) | {"latin2024"}
+    tree = run_json(result.run_dir)["stages"]["tree"]["summary"]
+    headline = "tree: 6 of 11 documents are not in the tree"
+    assert (tree["n_documents"], tree["n_left_out"]) == (5, 6)
+    named = {item.split(":", 1)[0].split(" (")[0]: item for item in tree["problems"]["items"]}
+    assert set(named) | in_tree == set(docs["doc_id"].to_list()) and not set(named) & in_tree
+    for doc_id, message in expected.items():
+        assert message in named[doc_id] and "not parsed" in named[doc_id], named[doc_id]
+    assert run_json(result.run_dir)["problem_items"][headline] == tree["problems"]["items"]
+    assert end[1].startswith(headline + ":") and all(f"\n    {d} (" in end[1] for d in expected if d != "gone2024")
 
     # the readable documents give exactly the blocks of the clean corpus; the decodable
     # latin-1 file is used; all questions are answered as before
@@ -139,6 +154,13 @@ def test_metadata_faults_stop_the_run_before_any_work(tmp_path, rows, header, me
 def test_questions_csv_faults_name_file_and_row(tmp_path, content, message):
     path = tmp_path / "q.csv"
     path.write_text(content, encoding="utf-8")
+    if not content:
+        # a file with no header cannot give the task's columns: refused when the config is
+        # composed, before any stage runs (kohaku.tasks.whole)
+        with pytest.raises(CorpusError, match=message) as err:
+            run_inprocess(tmp_path, f"corpus.questions={path}", "stages=[questions]")
+        assert str(path) in str(err.value) and not (tmp_path / "cache").exists()
+        return
     with pytest.raises(StageError, match=message) as err:
         run_inprocess(tmp_path, f"corpus.questions={path}", "stages=[questions]")
     assert str(path) in str(err.value) and "stage 'questions'" in str(err.value)

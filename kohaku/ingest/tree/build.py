@@ -284,10 +284,30 @@ def _drop(dropped: list[tuple[str, str]] | None, doc_id: str, reason: str) -> No
         dropped.append((doc_id, reason))
 
 
-def dropped_problems(dropped: list[tuple[str, str]], limit: int = 50) -> dict[str, Any]:
-    """The run's problem entry for documents left out of the tree."""
-    return {"what": "documents", "count": len(dropped),
-            "items": [f"{d}: left out of the tree: {reason}" for d, reason in dropped[:limit]]}
+def dropped_problems(dropped: list[tuple[str, str]], documents: pl.DataFrame | None = None,
+                     nodes: pl.DataFrame | None = None) -> dict[str, Any]:
+    """The run's problem entry for the documents that are not in the tree, every one named with
+    its reason: dropped by segmentation (``dropped``) and, given the parse stage's ``documents``
+    and the tree's ``nodes``, every documents row without a node (a parse failure's error, a
+    file metadata.csv does not list)."""
+    reasons = {d: f"left out of the tree: {reason}" for d, reason in dropped}
+    total = None
+    if documents is not None and nodes is not None:
+        in_tree = set(nodes["doc_id"].unique().to_list())
+        total = documents.height
+        for row in documents.sort("doc_id").iter_rows(named=True):
+            doc_id = row["doc_id"]
+            if doc_id in in_tree or doc_id in reasons:
+                continue
+            where = f" ({row['source']})" if row.get("source") else ""
+            why = f"not parsed: {row['error']}" if row["status"] == "error" else "no node in the tree"
+            reasons[doc_id] = why
+            reasons[f"{doc_id}{where}"] = reasons.pop(doc_id)
+    items = [f"{d}: {reason}" for d, reason in sorted(reasons.items())]
+    entry: dict[str, Any] = {"what": "documents", "count": len(items), "items": items}
+    if total is not None:
+        entry["headline"] = f"{len(items)} of {total} documents are not in the tree"
+    return entry
 
 
 def corpus_report(nodes: pl.DataFrame) -> dict[str, Any]:

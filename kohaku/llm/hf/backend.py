@@ -55,10 +55,10 @@ LIBRARIES = ("torch", "transformers", "xgrammar")
 class HFConfig:
     """``llm`` config of the hf backend."""
 
-    name: str
-    backend: str
+    name: str                       # the option's label (conf/llm/<name>.yaml)
+    backend: str                    # hf
     model: str                      # hub id or local folder (the gguf file's base model for GGUF)
-    revision: str = "main"
+    revision: str = "main"          # hub revision (branch, tag or commit) of the model
     gguf: dict[str, str] | None = None   # {pip, member, sha256}: a GGUF shipped in a PyPI wheel
     device: str = "auto"            # auto | cpu | cuda | cuda:1
     dtype: str = "auto"             # auto (bfloat16 on GPU and bf16-capable CPUs, else float32) | float32 | float16 | bfloat16
@@ -66,7 +66,7 @@ class HFConfig:
     max_context: int | None = None  # tokens; null: the model config's max_position_embeddings
     threads: int | None = not_keyed(None)   # torch CPU threads while generating; null: the cores available
     json_close_margin: int = 4      # extra tokens kept to close a JSON answer (see RowSampler)
-    trust_remote_code: bool = False
+    trust_remote_code: bool = False  # let a hub model run its own modelling code
     decoder: str = "auto"           # auto | loop (continuous batching) | generate (see the module docstring)
 
     def validate(self) -> None:

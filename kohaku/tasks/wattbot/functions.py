@@ -58,6 +58,9 @@ def doc_jaccard_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: 
 
 
 def wattbot_classes(table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """WattBot's error classes (kohaku/tasks/wattbot/diagnosis.py): correct, missing, answered_na,
+    needless_abstention, wrong_ref, scale, near_miss, wrong_number, wrong_range, wrong_name,
+    wrong_list; with their counts."""
     table = diagnosis.classify(table)
     return table, diagnosis.error_summary(table)
 
