@@ -539,7 +539,8 @@ def errors_page() -> str:
 #: (title, module) of the file-format pages' sections: each module's docstring is the text
 FORMAT_MODULES = (
     ("CSV files: metadata, questions, solutions, submissions", "kohaku.core.csvfile"),
-    ("Questions and solutions files (CSV or JSON lines)", "kohaku.tasks.io"),
+    ("Questions and solutions files (CSV, JSON lines or a JSON array)", "kohaku.tasks.io"),
+    ("Submissions: the task's CSV or its JSON document", "kohaku.tasks.submissions"),
     ("Cited pages and page pools", "kohaku.tasks.refs"),
     ("Answer kinds", "kohaku.tasks.kinds"),
 )
@@ -549,7 +550,9 @@ def formats_page() -> str:
     out = [HEADER, "# File formats", "",
            "How kohaku reads the files you give it, from the docstrings of the modules that read them. "
            "The scripts that read submissions (`scripts/score.py`, `ensemble.py`, `compare.py`, "
-           "`check_scorer.py`) read CSV files with the task's columns ([their --help](scripts.md)); "
+           "`check_scorer.py`) read the task's CSV files; `score.py`, `ensemble.py` and `compare.py` "
+           "with `--task` read its JSON writer's documents too ([their --help](scripts.md); "
+           "[scoring many submissions](../guides/scoring-many-submissions.md)); "
            "a run's `submission.json` (the `json` writer) has the same answers as its CSV beside it.", ""]
     for title, module in FORMAT_MODULES:
         doc = _rst(inspect.cleandoc(importlib.import_module(module).__doc__ or ""))
