@@ -130,7 +130,8 @@ LAYERS = (
 #: the generic task machinery and the reports: they know no competition (no room's module)
 GENERIC = ("kohaku.tasks.spec", "kohaku.tasks.registry", "kohaku.tasks.catalog", "kohaku.tasks.scoring",
            "kohaku.tasks.io", "kohaku.tasks.judge", "kohaku.tasks.components", "kohaku.tasks.grouping",
-           "kohaku.tasks.check", "kohaku.tasks.slips", "kohaku.answer.ensemble", "kohaku.report")
+           "kohaku.tasks.check", "kohaku.tasks.slips", "kohaku.tasks.whole", "kohaku.tasks.submissions",
+           "kohaku.answer.ensemble", "kohaku.report")
 ROOMS = ("kohaku.tasks.wattbot", "kohaku.tasks.financebench", "kohaku.tasks.squad")
 
 
