@@ -49,11 +49,11 @@ def test_without_ray_the_error_says_what_to_install():
         ray_session({"executor": "ray"})
 
 
-def _mapped(fn, jobs):
-    """A map_jobs that runs the jobs here, last first, and loses the Markdown document's job
-    (its worker lost on every try)."""
-    for job in reversed(jobs):
-        yield job, (RuntimeError("worker died") if job[1] == "md" else fn(job))
+def _mapped(fn, batches):
+    """A map_jobs that runs the batches of jobs here, last first, and loses the one holding the
+    Markdown document's job (its worker lost on every try)."""
+    for batch in reversed(batches):
+        yield batch, (RuntimeError("worker died") if any(job[1] == "md" for job in batch[0]) else fn(batch))
 
 
 def test_parse_through_map_jobs_gives_the_local_tables():

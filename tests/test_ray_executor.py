@@ -209,3 +209,110 @@ def test_an_embedding_actor_killed_mid_stage_costs_only_a_rerun(cluster, tmp_pat
     assert killed, "no embedding actor was seen to kill while the stage ran"
     assert remote["status"] == "ok"
     _same_artifacts(local, remote)
+
+
+# a driver on the cluster parsing a corpus of hostile.py's text documents (tests/faults/hostile.py:
+# the Ray workers and the parse child each task starts import it by name, so the job's
+# runtime_env puts tests/faults on their PYTHONPATH) -> the documents rows as JSON
+HOSTILE = """
+import json, sys
+from pathlib import Path
+import ray
+sys.path.insert(0, sys.argv[2])
+import hostile
+from kohaku.core.executors import RaySession, RunConfig
+from kohaku.ingest.corpus import read_metadata
+from kohaku.ingest.parsing import ParseConfig, read_corpus
+ray.init(address=sys.argv[1], log_to_driver=False,
+         runtime_env={"env_vars": {"PYTHONPATH": sys.argv[2] + ":" + sys.argv[3]}})
+session = RaySession(RunConfig(executor="ray", ray_address=sys.argv[1], ray_max_retries=2))
+root = Path(sys.argv[4])
+cfg = ParseConfig(doc_timeout_s=float(sys.argv[5]), worker_memory_gb=1)
+documents, _, _ = read_corpus(root, read_metadata(root / "metadata.csv"), cfg,
+                              readers={"txt": hostile.read}, map_jobs=session.map)
+print(json.dumps(documents.select("doc_id", "status", "error", "retry").to_dicts()))
+ray.shutdown()
+"""
+
+GOOD = {"good1": "Cooling water use was 12 litres per kWh.\n", "good2": "The chiller ran for 40 days.\n"}
+
+
+def _hostile_corpus(root: Path, docs: dict[str, str]) -> Path:
+    (root / "docs").mkdir(parents=True)
+    for doc_id, text in docs.items():
+        (root / "docs" / f"{doc_id}.txt").write_text(text.replace("{root}", str(root)), encoding="utf-8")
+    rows = "".join(f"{d},paper,{d},2024,{d},https://example.org/{d}\n" for d in docs)
+    (root / "metadata.csv").write_text("id,type,title,year,citation,url\n" + rows, encoding="utf-8")
+    return root
+
+
+def _parse_on(cluster, root: Path, timeout_s: float) -> dict[str, dict]:
+    address, env = cluster
+    done = subprocess.run([sys.executable, "-c", HOSTILE, address, str(REPO / "tests" / "faults"), str(REPO),
+                           str(root), str(timeout_s)], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return {row["doc_id"]: row for row in json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def test_the_time_and_the_memory_limit_hold_on_the_cluster(cluster, tmp_path):
+    """run.executor=ray: a document past parse.doc_timeout_s and one past
+    parse.worker_memory_gb fail alone, named as the local pool names them, marked retry; the
+    others parse (each Ray task runs its jobs in a child process with the limits)."""
+    root = _hostile_corpus(tmp_path / "c", {**GOOD, "slow": "SLEEP 120\n", "hog": "HOG 3\n"})
+    started = time.monotonic()
+    rows = _parse_on(cluster, root, 2)
+    assert time.monotonic() - started < 120   # the sleeper was stopped, not waited for
+    assert rows["good1"]["status"] == rows["good2"]["status"] == "ok"
+    assert not rows["good1"]["retry"] and not rows["good2"]["retry"]
+    slow, hog = rows["slow"], rows["hog"]
+    assert slow["status"] == hog["status"] == "error"
+    assert slow["error"].startswith("over the time limit parse.doc_timeout_s=2 (still running after 2 s")
+    assert hog["error"].startswith("over the memory limit parse.worker_memory_gb=1 (MemoryError")
+    assert slow["retry"] is True and hog["retry"] is True
+    reads = (root / "docs" / "reads.log").read_text().split()
+    assert reads.count("slow") == 1 and reads.count("hog") == 1   # named, not sent again
+
+
+def _parse_task_pids() -> list[int]:
+    """This machine's Ray worker processes running a parse task (their title names it)."""
+    pids = []
+    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text.startswith("ray::parse_batch"):
+            pids.append(int(cmd.parent.name))
+    return pids
+
+
+def test_a_parse_task_whose_ray_worker_is_killed_is_run_again(cluster, tmp_path):
+    """SIGKILL to the Ray worker running a parse task (its document sleeping the first time):
+    Ray reruns the task, the document parses on the second try, nothing is lost."""
+    root = _hostile_corpus(tmp_path / "c", {**GOOD, "once": "SLEEP-ONCE 60 {root}/flag\nRead on the second try.\n"})
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def killer() -> None:
+        deadline = time.monotonic() + 240
+        while not stop.is_set() and time.monotonic() < deadline:
+            pids = _parse_task_pids()
+            if (root / "flag").exists() and pids:
+                for pid in pids:   # the sleeping one among them (the others end on their own)
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        rows = _parse_on(cluster, root, 600)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert killed, "no parse task was seen to kill"
+    assert {d: r["status"] for d, r in rows.items()} == {"good1": "ok", "good2": "ok", "once": "ok"}
+    reads = (root / "docs" / "reads.log").read_text().split()
+    assert reads.count("once") == 2

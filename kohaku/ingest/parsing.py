@@ -443,8 +443,40 @@ def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig, cfg_v
 
 
 # Runs the parse jobs elsewhere (run.executor=ray: kohaku.core.executors.RaySession.map): gets
-# the job function and the jobs, yields (job, its result or the exception that lost it)
-MapJobs = Callable[[Callable[[Job], dict[str, Any]], list[Job]], Iterable[tuple[Job, Any]]]
+# a function and its items (here: batches of jobs, parse_batch), yields (item, its result or the
+# exception that lost it)
+MapJobs = Callable[[Callable[[Any], Any], list[Any]], Iterable[tuple[Any, Any]]]
+
+# Parse jobs one Ray task runs (in one child process of its own, which it starts once: about a
+# second of imports, measured in docs/guides/ray-cluster.md); a task lost with its node costs
+# the rerun of these jobs only
+RAY_TASK_JOBS = 8
+# ... but a corpus of few jobs is cut into up to this many tasks (one job each at the least), so
+# that a small corpus still spreads over the cluster
+RAY_MIN_TASKS = 64
+
+
+def ray_batches(jobs: list[Job]) -> list[list[Job]]:
+    """The jobs dealt round-robin into Ray tasks (the jobs come largest first, so the tasks get
+    about equal pages): RAY_TASK_JOBS a task, or fewer where that leaves under RAY_MIN_TASKS."""
+    n = max(-(-len(jobs) // RAY_TASK_JOBS), min(len(jobs), RAY_MIN_TASKS))
+    return [jobs[k::n] for k in range(n)]
+
+
+def parse_batch(batch: tuple[list[Job], Limits]) -> list[dict[str, Any] | JobFailure]:
+    """Run a batch of parse jobs as the local pool does (kohaku/ingest/workers.py, one worker:
+    a child process with the address-space limit, stopped past the time limit, replaced when it
+    dies) -> each job's result, or the JobFailure that ended it (the Ray task behind
+    run.executor=ray: the same per-document isolation and limits as locally)."""
+    jobs, limits = batch
+    results: list[dict[str, Any] | JobFailure | None] = [None] * len(jobs)
+
+    def take(index: int, res: dict[str, Any] | JobFailure) -> None:
+        results[index] = res
+
+    run_jobs(jobs, parse_job, 1, limits, take, name="parse",
+             describe=lambda job: f"document {job[0]} ({Path(job[2]).name})")
+    return results  # type: ignore[return-value]
 
 
 class Checkpoint:
@@ -561,21 +593,25 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
     bar = tqdm(total=total, desc="parse", unit="page", disable=total < 50)
     limits = cfg.limits
 
+    def failed(job: Job, res: JobFailure) -> dict[str, Any]:
+        return {"doc_id": job[0], "error": _failure_text(res, job, cfg), "retry": res.kind != "error"}
+
     def take_pooled(index: int, res: dict[str, Any] | JobFailure) -> None:
         job = jobs[index]
-        if isinstance(res, JobFailure):
-            res = {"doc_id": job[0], "error": _failure_text(res, job, cfg), "retry": res.kind != "error"}
-        take(res)
+        take(failed(job, res) if isinstance(res, JobFailure) else res)
         bar.update(_job_pages(job))
 
     try:
         if map_jobs is not None:
-            for job, res in map_jobs(parse_job, jobs):
-                if isinstance(res, BaseException):  # its worker lost on every try: may not recur
-                    res = {"doc_id": job[0], "error": f"worker failed: {type(res).__name__}: {res}{RETRY_NOTE}",
-                           "retry": True}
-                take(res)
-                bar.update(_job_pages(job))
+            batches = [(batch, limits) for batch in ray_batches(jobs)]
+            for (batch, _), got in map_jobs(parse_batch, batches):
+                for k, job in enumerate(batch):
+                    res = got if isinstance(got, BaseException) else got[k]
+                    if isinstance(res, BaseException):  # its Ray worker lost on every try: may not recur
+                        res = {"doc_id": job[0], "error": f"worker failed: {type(res).__name__}: {res}{RETRY_NOTE}",
+                               "retry": True}
+                    take(failed(job, res) if isinstance(res, JobFailure) else res)
+                    bar.update(_job_pages(job))
         elif workers <= 1 or not jobs:
             for job in jobs:
                 try:
