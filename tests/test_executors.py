@@ -63,7 +63,8 @@ def test_parse_through_map_jobs_gives_the_local_tables():
     mapped = read_corpus(SAMPLE, metadata, cfg, map_jobs=lambda fn, jobs: ((j, fn(j)) for j in reversed(jobs)))
     for a, b in zip(local, mapped):
         assert a.equals(b)
-    lost = read_corpus(SAMPLE, metadata, cfg, map_jobs=_mapped)[0]
+    # four slots: a task a job (the sample has four), so the lost task holds the Markdown job alone
+    lost = read_corpus(SAMPLE, metadata, cfg, map_jobs=_mapped, map_slots=4)[0]
     row = lost.filter(lost["format"] == "md").row(0, named=True)
     # lost on every try: a cause that may not recur, so the next run parses it again (issue 48)
     assert row["status"] == "error" and row["retry"] is True
@@ -95,3 +96,12 @@ def test_encode_chunks_out_of_order_gives_the_local_vectors_and_cache(tmp_path: 
     again = _Chunked()
     np.testing.assert_array_equal(encode_texts(again, texts, cache_root=tmp_path, chunk_size=5, progress=False), want)
     assert again.calls == []   # every chunk was written to the encoding cache as it came back
+
+
+def test_parse_jobs_are_dealt_into_two_tasks_a_slot():
+    from kohaku.ingest.parsing import ray_batches
+
+    jobs = list(range(11))   # largest first, as _plan_jobs sorts them
+    assert ray_batches(jobs, 2) == [[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7]]
+    assert ray_batches(jobs[:3], 8) == [[0], [1], [2]]   # never more tasks than jobs
+    assert ray_batches([], 4) == [] and ray_batches(jobs, 0) == [[0, 2, 4, 6, 8, 10], [1, 3, 5, 7, 9]]

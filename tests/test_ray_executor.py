@@ -256,7 +256,7 @@ session = RaySession(RunConfig(executor="ray", ray_address=sys.argv[1], ray_max_
 root = Path(sys.argv[4])
 cfg = ParseConfig(doc_timeout_s=float(sys.argv[5]), worker_memory_gb=1)
 documents, _, _ = read_corpus(root, read_metadata(root / "metadata.csv"), cfg,
-                              readers={"txt": hostile.read}, map_jobs=session.map)
+                              readers={"txt": hostile.read}, map_jobs=session.map, map_slots=session.slots)
 print(json.dumps(documents.select("doc_id", "status", "error", "retry").to_dicts()))
 ray.shutdown()
 """

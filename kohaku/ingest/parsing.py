@@ -447,19 +447,18 @@ def _plan_jobs(found: dict[str, list[tuple[str, Path]]], cfg: ParseConfig, cfg_v
 # exception that lost it)
 MapJobs = Callable[[Callable[[Any], Any], list[Any]], Iterable[tuple[Any, Any]]]
 
-# Parse jobs one Ray task runs (in one child process of its own, which it starts once: about a
-# second of imports, measured in docs/guides/ray-cluster.md); a task lost with its node costs
-# the rerun of these jobs only
-RAY_TASK_JOBS = 8
-# ... but a corpus of few jobs is cut into up to this many tasks (one job each at the least), so
-# that a small corpus still spreads over the cluster
-RAY_MIN_TASKS = 64
+# Ray parse tasks per task slot of the cluster: each task starts one child process (its imports:
+# about a second; docs/guides/ray-cluster.md has the figures), so few tasks a slot keep that
+# cost small, and more than one lets a slot whose tasks finish early take another's
+RAY_TASKS_PER_SLOT = 2
 
 
-def ray_batches(jobs: list[Job]) -> list[list[Job]]:
-    """The jobs dealt round-robin into Ray tasks (the jobs come largest first, so the tasks get
-    about equal pages): RAY_TASK_JOBS a task, or fewer where that leaves under RAY_MIN_TASKS."""
-    n = max(-(-len(jobs) // RAY_TASK_JOBS), min(len(jobs), RAY_MIN_TASKS))
+def ray_batches(jobs: list[Job], slots: int) -> list[list[Job]]:
+    """The jobs dealt round-robin into RAY_TASKS_PER_SLOT tasks a slot (the jobs come largest
+    first, so the tasks get about equal pages); never more tasks than jobs."""
+    if not jobs:
+        return []
+    n = min(len(jobs), RAY_TASKS_PER_SLOT * max(1, int(slots)))
     return [jobs[k::n] for k in range(n)]
 
 
@@ -537,7 +536,8 @@ class Checkpoint:
 
 
 def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers: int,
-              checkpoint: Checkpoint | None = None, map_jobs: MapJobs | None = None) -> dict[str, dict[str, Any]]:
+              checkpoint: Checkpoint | None = None, map_jobs: MapJobs | None = None,
+              map_slots: int = 1) -> dict[str, dict[str, Any]]:
     """Run the jobs (by ``map_jobs`` when given: a Ray cluster; else in worker processes,
     kohaku/ingest/workers.py, when ``workers`` > 1: a worker that dies or passes a limit costs
     its own document only) -> one result per document:
@@ -603,7 +603,7 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
 
     try:
         if map_jobs is not None:
-            batches = [(batch, limits) for batch in ray_batches(jobs)]
+            batches = [(batch, limits) for batch in ray_batches(jobs, map_slots)]
             for (batch, _), got in map_jobs(parse_batch, batches):
                 for k, job in enumerate(batch):
                     res = got if isinstance(got, BaseException) else got[k]
@@ -642,13 +642,15 @@ def parse_corpus(
 def read_corpus(
     root: Path, metadata: pl.DataFrame, cfg: ParseConfig, readers: dict[str, Reader] | None = None,
     only: set[str] | None = None, checkpoint: Checkpoint | None = None, map_jobs: MapJobs | None = None,
+    map_slots: int = 1,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Parse every document of ``metadata`` under ``root`` -> (documents, blocks, figures).
     ``readers``: format -> a reader used in place of the built-in one; ``only``: parse these
     documents alone (their rows only; no rows for files metadata.csv does not list);
     ``checkpoint``: each document is kept there as it is read, and the documents an interrupted
     parse kept there are not read again; ``map_jobs``: runs the parse jobs elsewhere (a Ray
-    cluster: kohaku.core.executors), the tables are the same.
+    cluster: kohaku.core.executors, of ``map_slots`` task slots, which the jobs are dealt into
+    tasks to fill), the tables are the same.
     A documents row with ``retry`` true failed for a cause that may not recur."""
     root = Path(root)
     if only is not None:
@@ -665,7 +667,7 @@ def read_corpus(
                      len(kept), checkpoint.folder, sum(1 for d, h in found.items() if h and d not in kept))
     todo = {d: hits for d, hits in found.items() if d not in kept}
     jobs, counts = _plan_jobs(todo, cfg, cfg_values, readers)
-    results = {**kept, **_run_jobs(jobs, counts, cfg, cfg.n_workers, checkpoint, map_jobs)}
+    results = {**kept, **_run_jobs(jobs, counts, cfg, cfg.n_workers, checkpoint, map_jobs, map_slots)}
 
     doc_rows: list[dict[str, Any]] = []
     block_tables: list[pl.DataFrame] = []    # one a document, each checked on its own
@@ -756,7 +758,7 @@ def read_corpus(
 def reread_corpus(
     root: Path, metadata: pl.DataFrame, cfg: ParseConfig,
     previous: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], readers: dict[str, Reader] | None = None,
-    map_jobs: MapJobs | None = None,
+    map_jobs: MapJobs | None = None, map_slots: int = 1,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, list[str]]:
     """``previous`` (documents, blocks, figures of this corpus and config) with the documents
     whose ``retry`` is true parsed again and every other row kept -> (documents, blocks,
@@ -765,7 +767,7 @@ def reread_corpus(
     documents, blocks, figures = previous
     again = sorted(documents.filter(pl.col("retry"))["doc_id"].to_list())
     new_docs, new_blocks, new_figures = read_corpus(root, metadata, cfg, readers, only=set(again),
-                                                       map_jobs=map_jobs)
+                                                       map_jobs=map_jobs, map_slots=map_slots)
     new_docs = new_docs.with_columns(
         error=pl.when(pl.col("retry")).then(pl.col("error").str.replace(RETRY_NOTE, "", literal=True) + AGAIN_NOTE)
         .otherwise(pl.col("error")),

@@ -30,19 +30,21 @@ def compute(ctx: StageContext, readers: dict[str, Reader] | None = None) -> dict
     metadata = read_metadata(corpus.metadata_path, metadata_warnings)
     ray = ctx.ray()  # run.executor=ray: the parse jobs as Ray tasks (the same tables)
     map_jobs = ray.map if ray else None
+    slots = ray.slots if ray else 1   # the parse jobs are dealt into tasks to fill these
     t0 = time.perf_counter()
     if ctx.previous is not None:
         previous = tuple(pl.read_parquet(ctx.previous / f"{name}.parquet")
                          for name in ("documents", "blocks", "figures"))
         documents, blocks, figures, again = reread_corpus(corpus.root_path, metadata, ctx.config("parse"),
-                                                          previous, readers, map_jobs)  # type: ignore[arg-type]
+                                                          previous, readers, map_jobs, slots)  # type: ignore[arg-type]
         ctx.log.info("parse: %d document(s) parsed again (they failed last time for a cause that may not "
                      "recur), %d reused from the cached tables", len(again), documents.height - len(again))
     else:
         # each document kept as it is read: a run killed mid-parse resumes from them
         checkpoint = Checkpoint(ctx.partial_dir) if ctx.partial_dir is not None else None
         documents, blocks, figures = read_corpus(corpus.root_path, metadata, ctx.config("parse"), readers,
-                                                 checkpoint=checkpoint, map_jobs=map_jobs)
+                                                 checkpoint=checkpoint, map_jobs=map_jobs,
+                                                 map_slots=slots)
         if checkpoint is not None:
             checkpoint.clear()   # complete: the artifact holds it all
     seconds = time.perf_counter() - t0

@@ -90,6 +90,25 @@ def test_the_time_and_the_memory_limit_each_fail_their_document_alone(tmp_path):
     assert _reads(root).count("slow") == 1 and _reads(root).count("hog") == 1  # not sent again
 
 
+def test_the_limits_hold_for_jobs_run_elsewhere(tmp_path):
+    """map_jobs (run.executor=ray's seam, here a map in this process): each batch of jobs runs
+    through the pool with one worker (kohaku.ingest.parsing.parse_batch), so the time and memory
+    limits fail their document alone with the local words, and a killed worker is named."""
+    root = _corpus(tmp_path / "c", {**GOOD, "slow": "SLEEP 120\n", "hog": "HOG 3\n", "killer": "KILL\n"})
+    started = time.monotonic()
+    documents, _, _ = read_corpus(root, read_metadata(root / "metadata.csv"),
+                                  ParseConfig(doc_timeout_s=2, worker_memory_gb=1), readers={"txt": hostile.read},
+                                  map_jobs=lambda fn, items: ((item, fn(item)) for item in items))
+    assert time.monotonic() - started < 60
+    assert documents.filter(pl.col("status") == "ok")["doc_id"].to_list() == ["good1", "good2"]
+    slow, hog, killer = _row(documents, "slow"), _row(documents, "hog"), _row(documents, "killer")
+    assert slow["error"].startswith("over the time limit parse.doc_timeout_s=2 (still running after 2 s")
+    assert hog["error"].startswith("over the memory limit parse.worker_memory_gb=1 (MemoryError")
+    assert killer["error"].startswith("worker died: the parse process reading it died 2 times (killed by SIGKILL")
+    assert slow["retry"] and hog["retry"] and killer["retry"]
+    assert not multiprocessing.active_children()
+
+
 def test_the_limits_are_checked(tmp_path):
     for bad in ({"doc_timeout_s": -1}, {"worker_memory_gb": -2}):
         with pytest.raises(ValueError, match=next(iter(bad))):
