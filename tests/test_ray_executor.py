@@ -257,7 +257,7 @@ root = Path(sys.argv[4])
 cfg = ParseConfig(doc_timeout_s=float(sys.argv[5]), worker_memory_gb=1)
 documents, _, _ = read_corpus(root, read_metadata(root / "metadata.csv"), cfg,
                               readers={"txt": hostile.read}, map_jobs=session.map, map_slots=session.slots)
-print(json.dumps(documents.select("doc_id", "status", "error", "retry").to_dicts()))
+print("ROWS " + json.dumps(documents.select("doc_id", "status", "error", "retry").to_dicts()), flush=True)
 ray.shutdown()
 """
 
@@ -279,7 +279,10 @@ def _parse_on(cluster, root: Path, timeout_s: float) -> dict[str, dict]:
                            str(root), str(timeout_s)], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return {row["doc_id"]: row for row in json.loads(done.stdout.strip().splitlines()[-1])}
+    # Ray may print to stdout too (a killed worker's notice): the rows are on their own line
+    rows = [line[5:] for line in done.stdout.splitlines() if line.startswith("ROWS ")]
+    assert len(rows) == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    return {row["doc_id"]: row for row in json.loads(rows[0])}
 
 
 def test_the_time_and_the_memory_limit_hold_on_the_cluster(cluster, tmp_path):
