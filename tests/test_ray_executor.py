@@ -23,6 +23,9 @@ import polars as pl
 import pytest
 
 from conftest import REPO, SAMPLE
+
+sys.path.insert(0, str(REPO / "tests" / "faults"))   # hostile.py: the fault tests' test-only reader
+import hostile  # noqa: E402
 from test_sweep import free_port, session_processes, stop_session
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
@@ -192,15 +195,16 @@ def test_the_vllm_engine_in_a_ray_actor_generates_what_it_does_locally(tmp_path)
     assert gens["raw"].str.len_chars().sum() > 0
 
 
-def _actor_pids() -> list[int]:
-    """This machine's Ray Data embedding actor processes (their title names the actor class)."""
+def _ray_pids(name: str) -> list[int]:
+    """This machine's Ray worker processes whose title (ray::...) names ``name``: an actor
+    class (_EncodeActor) or the function of the task it runs (parse_batch)."""
     pids = []
     for cmd in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             text = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "ray::" in text and "_EncodeActor" in text:
+        if text.startswith("ray::") and name in text.split(" ", 1)[0]:
             pids.append(int(cmd.parent.name))
     return pids
 
@@ -215,7 +219,7 @@ def test_an_embedding_actor_killed_mid_stage_costs_only_a_rerun(cluster, tmp_pat
     def killer() -> None:
         deadline = time.monotonic() + 240
         while not done.is_set() and time.monotonic() < deadline:
-            pids = _actor_pids()
+            pids = _ray_pids("_EncodeActor")
             if pids:
                 time.sleep(2.0)   # let it take batches (its model loads first)
                 if done.is_set():
@@ -261,18 +265,6 @@ print("ROWS " + json.dumps(documents.select("doc_id", "status", "error", "retry"
 ray.shutdown()
 """
 
-GOOD = {"good1": "Cooling water use was 12 litres per kWh.\n", "good2": "The chiller ran for 40 days.\n"}
-
-
-def _hostile_corpus(root: Path, docs: dict[str, str]) -> Path:
-    (root / "docs").mkdir(parents=True)
-    for doc_id, text in docs.items():
-        (root / "docs" / f"{doc_id}.txt").write_text(text.replace("{root}", str(root)), encoding="utf-8")
-    rows = "".join(f"{d},paper,{d},2024,{d},https://example.org/{d}\n" for d in docs)
-    (root / "metadata.csv").write_text("id,type,title,year,citation,url\n" + rows, encoding="utf-8")
-    return root
-
-
 def _parse_on(cluster, root: Path, timeout_s: float) -> dict[str, dict]:
     address, env = cluster
     done = subprocess.run([sys.executable, "-c", HOSTILE, address, str(REPO / "tests" / "faults"), str(REPO),
@@ -289,7 +281,7 @@ def test_the_time_and_the_memory_limit_hold_on_the_cluster(cluster, tmp_path):
     """run.executor=ray: a document past parse.doc_timeout_s and one past
     parse.worker_memory_gb fail alone, named as the local pool names them, marked retry; the
     others parse (each Ray task runs its jobs in a child process with the limits)."""
-    root = _hostile_corpus(tmp_path / "c", {**GOOD, "slow": "SLEEP 120\n", "hog": "HOG 3\n"})
+    root = hostile.text_corpus(tmp_path / "c", {**hostile.GOOD, "slow": "SLEEP 120\n", "hog": "HOG 3\n"})
     started = time.monotonic()
     rows = _parse_on(cluster, root, 2)
     assert time.monotonic() - started < 120   # the sleeper was stopped, not waited for
@@ -304,30 +296,18 @@ def test_the_time_and_the_memory_limit_hold_on_the_cluster(cluster, tmp_path):
     assert reads.count("slow") == 1 and reads.count("hog") == 1   # named, not sent again
 
 
-def _parse_task_pids() -> list[int]:
-    """This machine's Ray worker processes running a parse task (their title names it)."""
-    pids = []
-    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text.startswith("ray::parse_batch"):
-            pids.append(int(cmd.parent.name))
-    return pids
-
-
 def test_a_parse_task_whose_ray_worker_is_killed_is_run_again(cluster, tmp_path):
     """SIGKILL to the Ray worker running a parse task (its document sleeping the first time):
     Ray reruns the task, the document parses on the second try, nothing is lost."""
-    root = _hostile_corpus(tmp_path / "c", {**GOOD, "once": "SLEEP-ONCE 60 {root}/flag\nRead on the second try.\n"})
+    root = hostile.text_corpus(tmp_path / "c", {**hostile.GOOD,
+                                                "once": "SLEEP-ONCE 60 {root}/flag\nRead on the second try.\n"})
     killed: list[int] = []
     stop = threading.Event()
 
     def killer() -> None:
         deadline = time.monotonic() + 240
         while not stop.is_set() and time.monotonic() < deadline:
-            pids = _parse_task_pids()
+            pids = _ray_pids("parse_batch")
             if (root / "flag").exists() and pids:
                 for pid in pids:   # the sleeping one among them (the others end on their own)
                     os.kill(pid, signal.SIGKILL)

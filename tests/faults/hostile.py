@@ -44,3 +44,18 @@ def read(path: Path) -> tuple[list[dict[str, Any]], int, list[str]]:
         hog = bytearray(int(float(first[1]) * 2**30))
         hog[-1] = 1
     return read_text(path)
+
+
+# two documents that parse
+GOOD = {"good1": "Cooling water use was 12 litres per kWh.\n", "good2": "The chiller ran for 40 days.\n"}
+
+
+def text_corpus(root: Path, docs: dict[str, str]) -> Path:
+    """A corpus of text documents (id -> text; ``{root}`` in a text is the corpus's folder) with
+    its metadata.csv, for this reader -> ``root``."""
+    (root / "docs").mkdir(parents=True)
+    for doc_id, text in docs.items():
+        (root / "docs" / f"{doc_id}.txt").write_text(text.replace("{root}", str(root)), encoding="utf-8")
+    rows = "".join(f"{d},paper,{d},2024,{d},https://example.org/{d}\n" for d in docs)
+    (root / "metadata.csv").write_text("id,type,title,year,citation,url\n" + rows, encoding="utf-8")
+    return root

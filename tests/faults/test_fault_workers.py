@@ -28,16 +28,8 @@ from kohaku.ingest.parsing import Checkpoint, ParseConfig, read_corpus
 from kohaku.runner.pipeline import Registry, run_pipeline
 from kohaku.stages import parse as parse_stage
 
-GOOD = {"good1": "Cooling water use was 12 litres per kWh.\n", "good2": "The chiller ran for 40 days.\n"}
-
-
-def _corpus(root: Path, docs: dict[str, str]) -> Path:
-    (root / "docs").mkdir(parents=True)
-    for doc_id, text in docs.items():
-        (root / "docs" / f"{doc_id}.txt").write_text(text.replace("{root}", str(root)), encoding="utf-8")
-    rows = "".join(f"{d},paper,{d},2024,{d},https://example.org/{d}\n" for d in docs)
-    (root / "metadata.csv").write_text("id,type,title,year,citation,url\n" + rows, encoding="utf-8")
-    return root
+GOOD = hostile.GOOD
+_corpus = hostile.text_corpus
 
 
 def _parse(root: Path, **cfg) -> pl.DataFrame:
