@@ -596,10 +596,12 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
     def failed(job: Job, res: JobFailure) -> dict[str, Any]:
         return {"doc_id": job[0], "error": _failure_text(res, job, cfg), "retry": res.kind != "error"}
 
-    def take_pooled(index: int, res: dict[str, Any] | JobFailure) -> None:
-        job = jobs[index]
+    def take_job(job: Job, res: dict[str, Any] | JobFailure) -> None:
         take(failed(job, res) if isinstance(res, JobFailure) else res)
         bar.update(_job_pages(job))
+
+    def take_pooled(index: int, res: dict[str, Any] | JobFailure) -> None:
+        take_job(jobs[index], res)
 
     try:
         if map_jobs is not None:
@@ -610,8 +612,7 @@ def _run_jobs(jobs: list[Job], counts: dict[str, int], cfg: ParseConfig, workers
                     if isinstance(res, BaseException):  # its Ray worker lost on every try: may not recur
                         res = {"doc_id": job[0], "error": f"worker failed: {type(res).__name__}: {res}{RETRY_NOTE}",
                                "retry": True}
-                    take(failed(job, res) if isinstance(res, JobFailure) else res)
-                    bar.update(_job_pages(job))
+                    take_job(job, res)
         elif workers <= 1 or not jobs:
             for job in jobs:
                 try:
