@@ -244,3 +244,21 @@ def test_retrieve_stage_reads_the_corpus_metadata(tmp_path: Path):
     # q1 names nothing: the same hits either way
     assert tables["hits"].filter(pl.col("qid") == "q1").equals(
         off["hits"].filter(pl.col("qid") == "q1"))
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("Does AMEX have an improving operating margin profile as of 2022?", ("a",)),
+    ("What did FEDEX ship?", ("b",)),
+    ("Did Amex grow?", None),          # lower or mixed case: a common word could be one
+    ("What is the AMX ratio?", None),  # not a prefix of each word in order
+    ("Which AEX fund?", None),         # a + ex, but three capitals are too short to tell
+])
+def test_clipped_forms_name_the_company(question, expected):
+    """An upper-case word made of a prefix of each word of a multi-word company name names it
+    ("AMEX" of "American Express"); the words it is made of are the named words."""
+    meta = pl.DataFrame({"id": ["a", "b", "c"], "title": ["x", "y", "z"], "year": ["2022"] * 3,
+                         "company": ["American Express", "Federal Express Corp", "Best Buy"]})
+    prior = DocPrior(meta, DocPriorConfig())
+    assert prior.documents(question) == expected
+    if expected:
+        assert prior.named_words(question, expected) & {"amex", "fedex"}

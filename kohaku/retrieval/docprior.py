@@ -11,9 +11,10 @@ restricted to (``retrieve.doc_prior``; kohaku.retrieval.retrieve reuses the
 1. Entities (``entity_fields``, e.g. company, title): a document is named when one of its
    entity values occurs in the question as whole words, case- and punctuation-insensitive
    ("Johnson & Johnson" = "johnson johnson", "Pepsico's" = "pepsico", "3M", "AMD"; a
-   multi-word name also matches written as one word, "BestBuy"). No document named -> the
-   title fallback (below) or no restriction: the question is ranked exactly as without the
-   prior.
+   multi-word name also matches written as one word, "BestBuy"); with ``alias_fields`` also an
+   upper-case short form ("MGM" of "MGM Resorts"), the initials ("JnJ") and a clipped form, a
+   prefix of each word ("AMEX" of "American Express"). No document named -> the title fallback
+   (below) or no restriction: the question is ranked exactly as without the prior.
 2. Years (``year_fields``, e.g. doc_period, year; "FY2018", "FY18", "fiscal 2018", "2018",
    "Q2 2023", "2023Q2", "Q2 FY2023"): among the named documents, those whose year the question
    names; none -> all the named documents stay (a year the corpus lacks narrows nothing). A
@@ -66,6 +67,8 @@ _ISO_DATE = re.compile(r"(?<![0-9])((?:19|20)\d{2})[-_./](\d{1,2})[-_./](\d{1,2}
 _US_DATE = re.compile(r"(?<![0-9/])(\d{1,2})/(\d{1,2})/((?:19|20)\d{2})(?![0-9])")
 _MDY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+((?:19|20)\d{{2}})(?![0-9])", re.I)
 _DMY = re.compile(rf"(?<![0-9])(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH},?\s+((?:19|20)\d{{2}})(?![0-9])", re.I)
+# words left out of a name's clipped forms ("Johnson & Johnson", "Bank of America")
+_CONNECTORS = frozenset({"and", "of", "the", "inc", "corp", "co", "ltd", "plc", "llc", "sa", "ag"})
 STOPWORDS = frozenset(
     "a an the of and or in on for to by with from at as is are was were be what which who how "
     "much many did does do its it this that these those company companys report".split())
@@ -173,6 +176,9 @@ class _Doc:
     types: set[str]
     title: list[str]
     dates: set[str] = field(default_factory=set)
+    # the words of a multi-word short-form name (alias_fields), lower-cased: an upper-case
+    # question word made of a prefix of each ("AMEX" of "American Express") names it
+    clipped: list[list[str]] = field(default_factory=list)
 
 
 class DocPrior:
@@ -205,7 +211,11 @@ class DocPrior:
                 if len(toks) > 1:
                     names.append(["".join(toks)])
             acronyms: set[str] = set()
+            clipped: list[list[str]] = []
             for value in values(row, cfg.alias_fields):
+                parts = [w for w in re.findall(r"[a-z0-9]+", value.lower()) if w not in _CONNECTORS]
+                if len(parts) >= 2:
+                    clipped.append(parts)
                 acronyms.update(w for w in re.findall(r"[A-Za-z0-9]+", value)
                                 if len(w) >= 3 and w.isupper())
                 words = re.findall(r"[^\s]+", value.replace("&", " & "))
@@ -225,15 +235,14 @@ class DocPrior:
             title = normalise(" ".join(values(row, ["title"])))
             dates = set().union(*(text_dates(v) for v in values(row, cfg.quarter_fields)))
             self.docs.append(_Doc(row["_id"], names, acronyms, years, quarters, {t for t in types if t},
-                                  title, dates))
+                                  title, dates, clipped))
         self._bm25 = _TitleBM25([d.title for d in self.docs]) if cfg.title_bm25 else None
 
     def documents(self, question: str) -> tuple[str, ...] | None:
         """The documents ``question`` names (see the module doc), or None: search every one."""
         tokens = normalise(question)
         raw = set(re.findall(r"[A-Za-z0-9]+", _APOS.sub("", question)))
-        named = [d for d in self.docs
-                 if any(_contains(tokens, n) for n in d.names) or d.acronyms & raw]
+        named = [d for d in self.docs if _names(d, tokens, raw)]
         if not named:
             best = self._title_fallback(tokens)
             return (best,) if best is not None else None
@@ -268,6 +277,7 @@ class DocPrior:
                 if _contains(tokens, name):
                     out.update(t for t in name if not t.isdigit())
             out.update(a.lower() for a in d.acronyms & raw)
+            out.update(w.lower() for w in raw if _clipped_form(w, d.clipped))
         return out
 
     def _title_fallback(self, tokens: list[str]) -> str | None:
@@ -281,6 +291,35 @@ class DocPrior:
         if second > 0 and scores[order[0]] < self.cfg.title_margin * second:
             return None
         return self.docs[order[0]].doc_id
+
+
+def _clipped_form(word: str, names: Sequence[Sequence[str]]) -> bool:
+    """True when ``word`` (4+ letters, all upper-case) is a prefix of each word of one of
+    ``names`` in order, joined ("AMEX" = am + ex of "American Express", "FEDEX" of "Federal
+    Express"); a word in lower or mixed case never is (a common word could be), nor a shorter
+    one (three capitals are too many other things' initials)."""
+    if len(word) < 4 or not word.isalpha() or not word.isupper():
+        return False
+    w = word.lower()
+
+    def fits(i: int, rest: str) -> bool:
+        if i == len(parts):
+            return not rest
+        part = parts[i]
+        return any(rest[:n] == part[:n] and fits(i + 1, rest[n:])
+                   for n in range(1, min(len(part), len(rest) - (len(parts) - i - 1)) + 1))
+
+    for parts in names:
+        if len(parts) <= len(w) and w[0] == parts[0][0] and fits(0, w):
+            return True
+    return False
+
+
+def _names(d: _Doc, tokens: Sequence[str], raw: set[str]) -> bool:
+    """Whether a question (its normalised ``tokens``, its ``raw`` words) names document ``d``:
+    an entity value as whole words, an upper-case short form, or a clipped form."""
+    return (any(_contains(tokens, n) for n in d.names) or bool(d.acronyms & raw)
+            or any(_clipped_form(w, d.clipped) for w in raw))
 
 
 def _narrow(docs: list[_Doc], keep) -> list[_Doc]:
