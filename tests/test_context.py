@@ -651,3 +651,72 @@ def test_breadth_first_unit_of_a_sentence_alone_in_its_paragraph():
     alone = ContextBuilder(VIEW, RenderConfig(breadth_share=0.5, expand="none"))
     assert [ids(VIEW.leaves[c][lo:hi]) for c, lo, hi in (u[0] for u in alone._small_units(hit))] == [
         ["d#s2.p2.t2"]]
+
+
+def _paged_view(n_sections: int, one_page: bool = False) -> TreeView:
+    """Sections of twelve sentences, each section on its own page (or all on page 1)."""
+    docs = {"d": [(f"S{i}", [("text", [f"Topic {i} sentence {j} with some filler words here."
+                                        for j in range(12)])]) for i in range(n_sections)]}
+    nodes = make_nodes(docs)
+    if not one_page:
+        nodes = nodes.with_columns(pl.col("node_id").str.extract(r"#s(\d+)").cast(pl.Int64)
+                                   .fill_null(1).alias("page"))
+    return TreeView(nodes)
+
+
+def test_a_scattered_ranking_places_its_hits_alone_before_widening():
+    """spread_pages: when the first spread_top ranked nodes lie on at least spread_pages pages
+    (the hits disagree on where the answer is), the breadth pass places each ranked sentence
+    alone up to scattered_share of the budget, so hits ranked lower get in; hits that agree (on
+    one page) keep their windows and spans."""
+    def build(view, spread_pages):
+        row = {nid: i for i, nid in enumerate(view.node_id)}
+        hits = [row[f"d#s{i}.p1.t6"] for i in range(1, 13)]
+        cfg = RenderConfig(span_share=0.5, span_max_tokens=160, heading="none",
+                           spread_pages=spread_pages)
+        return ContextBuilder(view, cfg), ContextBuilder(view, cfg).build(hits, 400)
+
+    def sections(ctx):
+        return {n.split(".")[0] for n in ctx.node_ids}
+
+    paged = _paged_view(12)
+    hits = [ROW_OF(paged, f"d#s{i}.p1.t6") for i in range(1, 13)]
+    builder, scattered = build(paged, 7)
+    assert builder.spread(hits) == 10 and builder.scattered(hits)
+    _, windows = build(paged, 0)  # off: the windows of the hits (three sentences each)
+    # every hit's sentence is in; the rule off leaves the lower hits out
+    assert all(f"d#s{i}.p1.t6" in scattered.node_ids for i in range(1, 13))
+    assert len(sections(scattered)) == 12 > len(sections(windows))
+    assert "d#s12.p1.t6" not in windows.node_ids
+    # the last hits stand alone (the first are widened with what the breadth pass left)
+    assert "d#s12.p1.t5" not in scattered.node_ids and "d#s1.p1.t5" in scattered.node_ids
+    assert scattered.n_tokens <= 400 and scattered.n_tokens == count_tokens(scattered.context)
+    # the same hits on one page agree: windows and spans as with the rule off
+    same = _paged_view(12, one_page=True)
+    b1, agree = build(same, 7)
+    assert not b1.scattered([ROW_OF(same, f"d#s{i}.p1.t6") for i in range(1, 13)])
+    assert agree.node_ids == build(same, 0)[1].node_ids
+    with pytest.raises(ValueError, match="scattered_share"):
+        RenderConfig(scattered_share=2.0).validate()
+
+
+def ROW_OF(view: TreeView, node_id: str) -> int:
+    return view.node_id.index(node_id) if isinstance(view.node_id, list) else list(view.node_id).index(node_id)
+
+
+def test_a_ranked_node_repeating_placed_text_is_skipped():
+    """dedup_text: a sentence whose text is already in the context (the same sentence in a
+    filing's summary and in its notes) is skipped, and the budget goes to the next hit."""
+    docs = {"d": [("Summary", [("text", ["Revenue grew on pricing.", "Costs were flat."])]),
+                  ("Notes", [("text", ["Revenue grew on pricing.", "Margins rose."])]),
+                  ("Other", [("text", ["Cash fell in the year.", "Debt was repaid."])])]}
+    view = TreeView(make_nodes(docs))
+    hits = [ROW_OF(view, n) for n in ("d#s1.p1.t1", "d#s2.p1.t1", "d#s3.p1.t1")]
+    budget = 2 * count_tokens("[ref_id=d] Revenue grew on pricing.") + count_tokens("\n---\n") + 2
+
+    def build(dedup):
+        cfg = RenderConfig(expand="none", heading="none", breadth_share=0.0, dedup_text=dedup)
+        return ContextBuilder(view, cfg).build(hits, budget).node_ids
+
+    assert build(False) == ["d#s1.p1.t1", "d#s2.p1.t1"]
+    assert build(True) == ["d#s1.p1.t1", "d#s3.p1.t1"]

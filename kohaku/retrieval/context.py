@@ -66,6 +66,16 @@ class RenderConfig:
     # (ContextBuilder._small_units) until breadth_share of the budget is used; then a second pass
     # widens them in rank order with the rest (0: off, one pass of full units)
     breadth_share: float = 0.5
+    # a ranked node whose text is that of a node already placed (a sentence repeated in a
+    # filing's summary and its notes, a boilerplate paragraph in each exhibit) is skipped
+    dedup_text: bool = True
+    # a scattered ranking: when the first spread_top ranked nodes lie on at least spread_pages
+    # distinct places (pages; the section where a node has no page), the hits disagree on where
+    # the answer is and the breadth pass places the ranked sentences alone, up to
+    # scattered_share of the budget; hits that agree keep their windows and spans (0: off)
+    spread_top: int = 10
+    spread_pages: int = 7
+    scattered_share: float = 0.9
     # section title line on: paragraphs (blocks holding a whole paragraph) | all | none
     heading: str = "paragraphs"
     # fields: doc_id, heading, text, section, page
@@ -90,6 +100,11 @@ class RenderConfig:
             raise ValueError(f"span_share={self.span_share}: use a share of the budget in [0, 1]")
         if self.span_max_tokens < 0:
             raise ValueError(f"span_max_tokens={self.span_max_tokens}: use 0 (no cap) or a token count")
+        if self.spread_top < 1 or self.spread_pages < 0:
+            raise ValueError(f"spread_top={self.spread_top}, spread_pages={self.spread_pages}: use a "
+                             "count >= 1 and a count of places (0: off)")
+        if not 0.0 <= self.scattered_share <= 1.0:
+            raise ValueError(f"scattered_share={self.scattered_share}: use a share of the budget in [0, 1]")
         if not 0.0 <= self.breadth_share <= 1.0:
             raise ValueError(f"breadth_share={self.breadth_share}: use a share of the budget in [0, 1]")
 
@@ -132,6 +147,7 @@ class ContextBuilder:
         self.para_gap_tokens = count_tokens(PARA_GAP)
         self._head_tokens: dict[tuple[int, bool], int] = {}
         self.additive = self._is_additive()
+        self._pass_window: int | None = None  # the breadth pass's window when not cfg.window
         # no new block is smaller than a header plus one token (page: a number, as in the tree)
         self.min_unit = count_tokens(cfg.block_format.format(
             doc_id="x", heading="", text="", section="", page=1)) + 1
@@ -353,12 +369,12 @@ class ContextBuilder:
             yield self._node_unit(row)
             return
         c, pos = v.container[row], v.leaf_pos[row]
-        if self.cfg.expand != "none" and self.cfg.window > 0:
-            win = self._window(row, self.cfg.window)
+        w = self.cfg.window if self._pass_window is None else self._pass_window
+        if self.cfg.expand != "none" and w > 0:
+            win = self._window(row, w)
             if win[2] - win[1] > 1:
                 yield [win]
             else:  # alone in its paragraph (a one-line row, a caption): its section's neighbours
-                w = self.cfg.window
                 yield [(c, max(pos - w, 0), min(pos + w + 1, len(v.leaves[c])))]
         yield [(c, pos, pos + 1)]
 
@@ -435,11 +451,16 @@ class ContextBuilder:
         patience = self.cfg.fill_patience
 
         counted: set[int] = set()
+        seen_text: dict[str, int] = {}  # a placed ranked node's text -> its row
 
         def fill(limit: int, small: bool) -> None:
             misses = 0  # ranked nodes in a row that did not fit
             for row in ranked_rows:
                 row = int(row)
+                if self.cfg.dedup_text:
+                    key = " ".join(v.text[row].split()).lower()
+                    if seen_text.setdefault(key, row) != row:
+                        continue  # the same text is in the context already
                 if cost(state["total"] + self.min_unit, len(blocks) + 1) > limit and (
                         not blocks or cost(state["total"] + 1, len(blocks)) > limit):
                     break  # the budget is full: no new block fits, nor one more token in a block
@@ -454,8 +475,13 @@ class ContextBuilder:
                 if patience and misses >= patience:
                     break  # what is left of the budget fits none of the next nodes
 
-        if self.cfg.breadth_share > 0:  # windows of the ranked hits first, then widen them
-            fill(int(self.cfg.breadth_share * budget), small=True)
+        share, window = self.cfg.breadth_share, self.cfg.window
+        if self.scattered(ranked_rows):  # the hits disagree: as many of them as fit, alone
+            share, window = self.cfg.scattered_share, 0
+        if share > 0:  # windows of the ranked hits first, then widen them
+            self._pass_window = window
+            fill(int(share * budget), small=True)
+            self._pass_window = None
         fill(budget, small=False)
         n_units = len(counted)
 
@@ -480,6 +506,22 @@ class ContextBuilder:
             node_ids.extend(self._node_ids(b))
         return Context(context, doc_ids, node_ids, n_tokens, len(kept), n_units, rendered,
                        [v.doc_id[b.container] for b in kept])
+
+    def spread(self, ranked_rows: Sequence[int]) -> int:
+        """Distinct places of the first ``spread_top`` ranked nodes: (document, page) of a node
+        with a page (its first), else its section (a Markdown or text document has no pages)."""
+        v = self.view
+        places = set()
+        for r in ranked_rows[: self.cfg.spread_top]:
+            r = int(r)
+            page = v.page[r]
+            places.add((v.doc_id[r], page) if page is not None
+                       else (v.doc_id[r], "section", int(v.container[r]) if v.container[r] >= 0 else r))
+        return len(places)
+
+    def scattered(self, ranked_rows: Sequence[int]) -> bool:
+        """Whether the ranking's first nodes disagree on where the answer is (``spread_pages``)."""
+        return bool(self.cfg.spread_pages) and self.spread(ranked_rows) >= self.cfg.spread_pages
 
     def _node_ids(self, block: Block) -> list[str]:
         """The block's content as node ids: the section when it is whole, else whole paragraphs
