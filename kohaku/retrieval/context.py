@@ -19,6 +19,16 @@ report's answer is often a hit ranked sixth to twentieth; one pass of 400-token 
 2,000 tokens with the first five (FinanceBench's filings: page recall 0.787 -> 0.827 with the
 right filing; WattBot's papers: evidence recall 0.871 -> 0.881; docs/design.md).
 
+How wide the first pass is depends on whether the hits agree. When the first ``spread_top``
+(10) ranked nodes lie on ``spread_pages`` (7) or more distinct pages (sections, for a document
+without pages), the ranking has not settled where the answer is, and the first pass places each
+ranked sentence alone up to ``scattered_share`` (0.9) of the budget, so the context holds the
+hits ranked 10-30 where a long filing's answer often is; hits that agree on a few pages keep
+their windows and spans, where a paper's answer sits next to the first hit (FinanceBench page
+recall 0.839 -> 0.871 single store, WattBot evidence recall unchanged at 2,000 tokens;
+docs/design.md, issue 47). A ranked node whose text is already placed (``dedup_text``: a
+sentence in a filing's summary and in its notes) is skipped.
+
 Leaves are grouped into one *block* per section (the document's child on the leaf's path): a
 block is rendered once, with one ``[ref_id=...]`` header, its leaves in document order, whole
 paragraphs as their own text, adjacent paragraphs on separate lines, and " … " marking left-out
@@ -69,13 +79,13 @@ class RenderConfig:
     # a ranked node whose text is that of a node already placed (a sentence repeated in a
     # filing's summary and its notes, a boilerplate paragraph in each exhibit) is skipped
     dedup_text: bool = True
+    spread_top: int = 10  # the first ranked nodes whose places spread_pages counts
     # a scattered ranking: when the first spread_top ranked nodes lie on at least spread_pages
     # distinct places (pages; the section where a node has no page), the hits disagree on where
     # the answer is and the breadth pass places the ranked sentences alone, up to
     # scattered_share of the budget; hits that agree keep their windows and spans (0: off)
-    spread_top: int = 10
     spread_pages: int = 7
-    scattered_share: float = 0.9
+    scattered_share: float = 0.9  # the budget share of a scattered ranking's first pass
     # section title line on: paragraphs (blocks holding a whole paragraph) | all | none
     heading: str = "paragraphs"
     # fields: doc_id, heading, text, section, page
