@@ -131,6 +131,8 @@ LAYERS = (
 GENERIC = ("kohaku.tasks.spec", "kohaku.tasks.registry", "kohaku.tasks.catalog", "kohaku.tasks.scoring",
            "kohaku.tasks.io", "kohaku.tasks.judge", "kohaku.tasks.components", "kohaku.tasks.grouping",
            "kohaku.tasks.check", "kohaku.tasks.slips", "kohaku.tasks.whole", "kohaku.tasks.submissions",
+           "kohaku.tasks.kinds", "kohaku.tasks.kind_metrics", "kohaku.tasks.classes",
+           "kohaku.tasks.amounts", "kohaku.tasks.text_match", "kohaku.tasks.builtin",
            "kohaku.answer.ensemble", "kohaku.report")
 ROOMS = ("kohaku.tasks.wattbot", "kohaku.tasks.financebench", "kohaku.tasks.squad")
 

@@ -1,10 +1,10 @@
-"""kohaku.tasks.financebench.accounting: FinanceBench-style amounts and their comparison (hand-made cases)."""
+"""kohaku.tasks.amounts: FinanceBench-style amounts and their comparison (hand-made cases)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kohaku.tasks.financebench.accounting import (Amount, find_amounts, gold_amount, normalize_text, numeric_match,
+from kohaku.tasks.amounts import (Amount, find_amounts, gold_amount, normalize_text, numeric_match,
                                      parse_amount, same_amount)
 
 

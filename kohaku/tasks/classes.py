@@ -9,7 +9,7 @@ no ``f1``). Output (:func:`classify`): the same table with ``answer_kind``,
 ``error_class`` and ``error_detail`` added; :func:`error_summary` counts them.
 
 ``answer_kind`` is ``number`` when the truth is an amount
-(:func:`kohaku.tasks.financebench.accounting.parse_amount`), ``text`` otherwise.
+(:func:`kohaku.tasks.amounts.parse_amount`), ``text`` otherwise.
 
 The classes, tried in this order (the first that applies wins):
 
@@ -20,12 +20,12 @@ The classes, tried in this order (the first that applies wins):
 
    - ``wrong_number`` with detail ``not a number`` when the prediction is no amount,
      ``currency`` when it writes another currency than the truth (``$5`` vs ``€5``), or
-     ``format`` when it is the gold amount by :func:`~kohaku.tasks.financebench.accounting.numeric_match`
+     ``format`` when it is the gold amount by :func:`~kohaku.tasks.amounts.numeric_match`
      but the primary judgement (exact match, say) did not count it;
    - ``sign``: the prediction is the negated truth (``numeric_match`` of the negated
      prediction; the truth is not 0);
    - ``near_miss``: within 10 % of the truth in one of ``numeric_match``'s percent / magnitude
-     readings (:func:`kohaku.tasks.financebench.accounting.readings`), the closest one in the detail
+     readings (:func:`kohaku.tasks.amounts.readings`), the closest one in the detail
      (``+4.2%``). It is tried before ``scale``: a prediction that a percent or magnitude
      reading brings within 10 % (``2.8%`` vs ``0.029``; ``$1577.00`` in millions vs
      ``$1.6 billion``) is close, not a slip of scale (no single reading can be both);
@@ -52,7 +52,7 @@ import polars as pl
 
 from kohaku.tasks.slips import NEAR_TOL, scale_factor, with_class_columns
 from kohaku.tasks.slips import class_counts as slips_counts
-from kohaku.tasks.financebench.accounting import Amount, numeric_match, parse_amount, readings
+from kohaku.tasks.amounts import Amount, numeric_match, parse_amount, readings
 from kohaku.core.values import is_blank_value
 
 CLASSES = (

@@ -6,7 +6,7 @@ in ``task.answer.kinds.types`` and scores the submitted value against the gold o
 kind's value metric (``params.kinds.<kind>.metric``; default by the kind's type):
 
 - ``number`` (type number): both read as amounts (kohaku's amount rules,
-  kohaku.tasks.financebench.accounting.parse_amount: thousands commas, currency signs and codes,
+  kohaku.tasks.amounts.parse_amount: thousands commas, currency signs and codes,
   hedges, ``%``, scale words and letters ``1.5 million``/``$2bn``, accounting parentheses
   ``(406.1)`` negative); 1 when ``|pred - gold| <= max(rel_tol * |gold|,
   abs_tol)`` (both 0: equal), else 0. ``scale_words: false`` reads ``406.1 million`` as 406.1.
@@ -38,10 +38,10 @@ from typing import Any
 
 from kohaku.core.config import ConfigError, build
 from kohaku.core.errors import MetricError
-from kohaku.tasks.financebench.accounting import parse_amount
+from kohaku.tasks.amounts import parse_amount
 from kohaku.tasks.kinds import parse_date, parse_names
 from kohaku.tasks.spec import KindsSpec
-from kohaku.tasks.squad.metric import token_f1
+from kohaku.tasks.text_match import token_f1
 
 VALUE_METRICS = ("number", "name", "names", "boolean", "date", "string")
 #: a kind type's value metric when the task names none
@@ -111,7 +111,7 @@ def kind_scores(params: dict[str, Any], kinds: KindsSpec, where: str) -> tuple[K
 
 def read_number(text: str, scale_words: bool = True) -> float | None:
     """A number as the ``number`` metric reads it (kohaku's amount rules, the ``amounts`` vote
-    grouping's: kohaku.tasks.financebench.accounting.parse_amount); None when it is none.
+    grouping's: kohaku.tasks.amounts.parse_amount); None when it is none.
     ``scale_words: false``: the number without its scale (``406.1 million`` -> 406.1)."""
     amount = parse_amount(text or "")
     if amount is None:

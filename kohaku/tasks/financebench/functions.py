@@ -1,5 +1,5 @@
 """FinanceBench's named functions (listed in kohaku.tasks.catalog): amounts as a vote
-grouping and the numeric match metric (kohaku.tasks.financebench.accounting)."""
+grouping and the numeric match metric (kohaku.tasks.amounts)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from kohaku.core.values import format_number
 from kohaku.tasks.grouping import Grouping
 from kohaku.tasks.builtin import MetricEnv, _empty
-from kohaku.tasks.financebench.accounting import (gold_amount, normalize_text, numeric_match, parse_amount,
+from kohaku.tasks.amounts import (gold_amount, normalize_text, numeric_match, parse_amount,
                                                   question_unit, same_amount)
 from kohaku.tasks.spec import VoteSpec
 
@@ -35,7 +35,7 @@ def amounts_grouping(spec: VoteSpec) -> Grouping:
 
 def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: MetricEnv) -> list[float | None]:
     """1/0 on the questions whose gold answer is an amount, or starts with one
-    (kohaku.tasks.financebench.accounting.numeric_match: the gold's own precision, ``params.rel_tol`` a
+    (kohaku.tasks.amounts.numeric_match: the gold's own precision, ``params.rel_tol`` a
     relative tolerance on top, default 0); None (not covered) on the others. A sentence answer
     is read for its amounts."""
     rel_tol = float(params.get("rel_tol", 0.0))

@@ -1,5 +1,5 @@
 """SQuAD-style short answers' named functions (listed in kohaku.tasks.catalog): free text
-grouped by its normalised form, exact match and token F1 (kohaku.tasks.squad.metric)."""
+grouped by its normalised form, exact match and token F1 (kohaku.tasks.text_match)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from kohaku.tasks.grouping import Grouping
 from kohaku.tasks.builtin import MetricEnv, _empty, _truths
 from kohaku.tasks.spec import VoteSpec
-from kohaku.tasks.squad.metric import exact_match, normalize_answer, token_f1
+from kohaku.tasks.text_match import exact_match, normalize_answer, token_f1
 
 
 def text_grouping(spec: VoteSpec) -> Grouping:

@@ -1,5 +1,6 @@
-"""SQuAD v1.1 short-answer metrics: exact match and token F1, rule for rule as the official
-evaluation script (``evaluate-v1.1.py``) computes them.
+"""Short-answer text matching, any task's (the answer kinds, ``kind_value``, the SQuAD room):
+exact match and token F1, rule for rule as SQuAD v1.1's official evaluation script
+(``evaluate-v1.1.py``) computes them.
 
 - :func:`normalize_answer`: lower-case, drop every character of :data:`string.punctuation`
   (ASCII only: curly quotes, dashes and other Unicode punctuation stay), replace the whole words

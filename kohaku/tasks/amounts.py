@@ -1,5 +1,6 @@
-"""FinanceBench-style answer values: reading amounts, and judging a prediction against a gold one
-as a person does.
+"""Amounts as filings and reports write them: reading them, and judging a prediction against a
+gold one as a person does (any task: the per-kind ``kind_value`` metric, the classes of a
+numeric miss, FinanceBench's room, which these rules were first written for).
 
 Gold answers are written like ``$1577.00``, ``2.8%``, ``-3.7``, ``(1.2)``, ``$0.52``, ``1.52``,
 ``USD 1.5 billion``, ``$400,000,000 increase.`` or are words and sentences; real systems answer
@@ -88,7 +89,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Iterator
 
-from kohaku.tasks.squad.metric import normalize_answer
+from kohaku.tasks.text_match import normalize_answer
 
 #: the units a number written without a magnitude is read in, against one that writes one
 IMPLICIT_UNITS = (1.0, 1e3, 1e6, 1e9)
@@ -500,5 +501,5 @@ def same_amount(a: object, b: object, rel_tol: float = 0.01) -> bool:
 
 def normalize_text(s: str | None) -> str:
     """A free-text answer's grouping key: lower case, punctuation and articles out, whitespace
-    collapsed (:func:`kohaku.tasks.squad.metric.normalize_answer`)."""
+    collapsed (:func:`kohaku.tasks.text_match.normalize_answer`)."""
     return normalize_answer(s)
