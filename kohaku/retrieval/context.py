@@ -26,7 +26,7 @@ ranked sentence alone up to ``scattered_share`` (0.9) of the budget, so the cont
 hits ranked 10-30 where a long filing's answer often is; hits that agree on a few pages keep
 their windows and spans, where a paper's answer sits next to the first hit (FinanceBench page
 recall 0.839 -> 0.871 single store, WattBot evidence recall unchanged at 2,000 tokens;
-docs/design.md, issue 47). A ranked node whose text is already placed (``dedup_text``: a
+docs/design.md, issue 47). A ranked node with the text of an earlier one (``dedup_text``: a
 sentence in a filing's summary and in its notes) is skipped.
 
 Leaves are grouped into one *block* per section (the document's child on the leaf's path): a
@@ -76,7 +76,7 @@ class RenderConfig:
     # (ContextBuilder._small_units) until breadth_share of the budget is used; then a second pass
     # widens them in rank order with the rest (0: off, one pass of full units)
     breadth_share: float = 0.5
-    # a ranked node whose text is that of a node already placed (a sentence repeated in a
+    # a ranked node whose text is that of an earlier ranked node (a sentence repeated in a
     # filing's summary and its notes, a boilerplate paragraph in each exhibit) is skipped
     dedup_text: bool = True
     spread_top: int = 10  # the first ranked nodes whose places spread_pages counts
@@ -157,7 +157,6 @@ class ContextBuilder:
         self.para_gap_tokens = count_tokens(PARA_GAP)
         self._head_tokens: dict[tuple[int, bool], int] = {}
         self.additive = self._is_additive()
-        self._pass_window: int | None = None  # the breadth pass's window when not cfg.window
         # no new block is smaller than a header plus one token (page: a number, as in the tree)
         self.min_unit = count_tokens(cfg.block_format.format(
             doc_id="x", heading="", text="", section="", page=1)) + 1
@@ -370,16 +369,16 @@ class ContextBuilder:
                         lo -= 1
         return c, lo, hi
 
-    def _small_units(self, row: int):
+    def _small_units(self, row: int, window: int | None = None):
         """The units of the breadth-first pass, larger first: a sentence's window (for a
-        sentence alone in its paragraph, the leaves within ``window`` of it in its section),
-        then the sentence alone; any other node's leaves."""
+        sentence alone in its paragraph, the leaves within ``window`` of it in its section;
+        ``window`` None: ``cfg.window``), then the sentence alone; any other node's leaves."""
         v = self.view
         if not self._is_sentence(row):
             yield self._node_unit(row)
             return
         c, pos = v.container[row], v.leaf_pos[row]
-        w = self.cfg.window if self._pass_window is None else self._pass_window
+        w = self.cfg.window if window is None else window
         if self.cfg.expand != "none" and w > 0:
             win = self._window(row, w)
             if win[2] - win[1] > 1:
@@ -461,21 +460,21 @@ class ContextBuilder:
         patience = self.cfg.fill_patience
 
         counted: set[int] = set()
-        seen_text: dict[str, int] = {}  # a placed ranked node's text -> its row
+        seen_text: dict[str, int] = {}  # a ranked node's text -> the first ranked row with it
 
-        def fill(limit: int, small: bool) -> None:
+        def fill(limit: int, small: bool, window: int | None = None) -> None:
             misses = 0  # ranked nodes in a row that did not fit
             for row in ranked_rows:
                 row = int(row)
                 if self.cfg.dedup_text:
                     key = " ".join(v.text[row].split()).lower()
                     if seen_text.setdefault(key, row) != row:
-                        continue  # the same text is in the context already
+                        continue  # an earlier ranked node has the same text
                 if cost(state["total"] + self.min_unit, len(blocks) + 1) > limit and (
                         not blocks or cost(state["total"] + 1, len(blocks)) > limit):
                     break  # the budget is full: no new block fits, nor one more token in a block
                 placed = None
-                for unit in (self._small_units(row) if small else self._candidates(row, budget)):
+                for unit in (self._small_units(row, window) if small else self._candidates(row, budget)):
                     placed = add(unit, limit)
                     if placed is not False:
                         break  # placed, or nothing new (already in the context)
@@ -489,9 +488,7 @@ class ContextBuilder:
         if self.scattered(ranked_rows):  # the hits disagree: as many of them as fit, alone
             share, window = self.cfg.scattered_share, 0
         if share > 0:  # windows of the ranked hits first, then widen them
-            self._pass_window = window
-            fill(int(share * budget), small=True)
-            self._pass_window = None
+            fill(int(share * budget), small=True, window=window)
         fill(budget, small=False)
         n_units = len(counted)
 
