@@ -38,6 +38,11 @@ restricted to the documents its ``--restrict-column`` names), at each budget:
         --question-id financebench_id --restrict-column doc_name --stores shared prior single \
         --budgets 2000 --task financebench     # or the --gold options
 
+and with ``-o NAME.retrieve.key=value`` (or ``NAME.planner.key=value``, repeatable) each NAME is
+a variant retrieved beside the run's own config (variant ``run``) over the same index, e.g.
+``-o wide.retrieve.breadth_share=0.9 -o wide.retrieve.window=0 -o nodedup.retrieve.dedup_text=false``:
+a sweep of retrieval keys that re-embeds nothing.
+
 Compare set-ups on the WattBot public questions (planner none; ``--planner rules``; the train
 questions with ``--questions train_QA.csv --solutions train_QA.csv``):
 
@@ -62,7 +67,7 @@ import sys
 import time
 from copy import deepcopy
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import polars as pl
 
@@ -377,44 +382,86 @@ def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
     gold = load_gold(spec, root, documents)
     emb = pl.read_parquet(stages["embed"] / "embeddings.parquet")
     encoder = load_encoder({**config.get("embed", {}), **({"device": "cpu"} if args.cpu else {})})
-    pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
-                                 else args.n_queries}, "planner")
-    queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
-    qvecs = encode_texts(encoder, queries["query"].to_list(), "query", Path(args.cache_dir),
-                         progress=False)
     dense, sparse, _ = load_searchers(stages["index"], nodes, None, emb)
     vectors = emb["vector"].rechunk().to_numpy()
-    base = build(RetrieveConfig, {**config.get("retrieve", {}), "attempts": 1}, "retrieve")
     doc_meta = read_metadata(root / config.get("corpus", {}).get("metadata", "metadata.csv"))
     out_dir = Path(args.out)
     rows = []
-    for store in args.stores:
-        if store == "single" and not args.restrict_column:
-            raise SystemExit("--stores single needs --restrict-column COL (e.g. doc_name)")
-        prior = replace(base.doc_prior, enabled=store == "prior",
-                        mode="filter" if store == "prior" else base.doc_prior.mode)
-        for budget in args.budgets:
-            cfg = replace(base, max_context_tokens=budget, doc_prior=prior,
-                          restrict_column=args.restrict_column if store == "single" else None)
-            t0 = time.perf_counter()
-            tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, progress=False,
-                                   questions=questions, vectors=vectors, doc_meta=doc_meta)
-            seconds = time.perf_counter() - t0
-            per_q = gold_recall(tables["contexts"], nodes, gold, qids=questions["qid"].to_list())
-            per_q.write_parquet(out_dir / f"gold_{store}_{budget}.parquet")
-            c0 = tables["contexts"]
-            rows.append({"store": store, "budget": budget, **recall_summary(per_q),
-                         "mean_tokens": round(float(c0["n_tokens"].mean() or 0), 1),
-                         "mean_docs": round(float(c0["doc_ids"].list.len().mean() or 0), 2),
-                         "retrieve_s": round(seconds, 2)})
-            log.info("%s @%d: %s", store, budget, rows[-1])
-            if args.by:  # the same figures for each value of a questions column
-                groups = per_q.join(questions.select("qid", pl.col(args.by).cast(pl.String).alias("group")),
-                                    on="qid", how="left")
-                for (value,), part in sorted(groups.group_by("group"), key=lambda g: str(g[0][0])):
-                    rows.append({"store": store, "budget": budget, "group": f"{args.by}={value}",
-                                 **recall_summary(part.drop("group"))})
+    variants = retrieve_variants(args.override or [])
+    for name, groups in variants.items():
+        pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
+                                     else args.n_queries, **groups.get("planner", {})}, "planner")
+        queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
+        qvecs = encode_texts(encoder, queries["query"].to_list(), "query", Path(args.cache_dir),
+                             progress=False)
+        retrieve_cfg = merged(config.get("retrieve", {}), groups.get("retrieve", {}))
+        try:
+            base = build(RetrieveConfig, {**retrieve_cfg, "attempts": 1}, "retrieve")
+        except Exception as exc:
+            raise SystemExit(f"variant {name!r}: {exc}") from exc
+        prefix = "" if name == "run" else re.sub(r"[^A-Za-z0-9_.-]+", "_", name) + "_"
+        for store in args.stores:
+            if store == "single" and not args.restrict_column:
+                raise SystemExit("--stores single needs --restrict-column COL (e.g. doc_name)")
+            prior = replace(base.doc_prior, enabled=store == "prior",
+                            mode="filter" if store == "prior" else base.doc_prior.mode)
+            for budget in args.budgets:
+                cfg = replace(base, max_context_tokens=budget, doc_prior=prior,
+                              restrict_column=args.restrict_column if store == "single" else None)
+                t0 = time.perf_counter()
+                tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, progress=False,
+                                       questions=questions, vectors=vectors, doc_meta=doc_meta)
+                seconds = time.perf_counter() - t0
+                per_q = gold_recall(tables["contexts"], nodes, gold, qids=questions["qid"].to_list())
+                per_q.write_parquet(out_dir / f"gold_{prefix}{store}_{budget}.parquet")
+                c0 = tables["contexts"]
+                rows.append({"variant": name, "store": store, "budget": budget,
+                             **recall_summary(per_q),
+                             "mean_tokens": round(float(c0["n_tokens"].mean() or 0), 1),
+                             "mean_docs": round(float(c0["doc_ids"].list.len().mean() or 0), 2),
+                             "retrieve_s": round(seconds, 2)})
+                log.info("%s %s @%d: %s", name, store, budget, rows[-1])
+                if args.by:  # the same figures for each value of a questions column
+                    groups_by = per_q.join(questions.select(
+                        "qid", pl.col(args.by).cast(pl.String).alias("group")), on="qid", how="left")
+                    for (value,), part in sorted(groups_by.group_by("group"), key=lambda g: str(g[0][0])):
+                        rows.append({"variant": name, "store": store, "budget": budget,
+                                     "group": f"{args.by}={value}",
+                                     **recall_summary(part.drop("group"))})
     return pl.DataFrame(rows)
+
+
+RETRIEVE_GROUPS = ("retrieve", "planner")
+
+
+def retrieve_variants(overrides: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """--retrieve's variants: ``run`` (the run's retrieve config) first, then one per NAME of the
+    ``NAME.group.key=value`` overrides (group ``retrieve`` or ``planner``; the value is YAML),
+    each starting from the run's config."""
+    import yaml
+
+    out: dict[str, dict[str, dict[str, Any]]] = {"run": {}}
+    for text in overrides:
+        lhs, eq, value = text.partition("=")
+        parts = lhs.split(".")
+        if not eq or len(parts) < 3 or parts[1] not in RETRIEVE_GROUPS:
+            raise SystemExit(f"override {text!r}: write NAME.retrieve.key=value or "
+                             "NAME.planner.key=value (e.g. wide.retrieve.breadth_share=0.9)")
+        name, group, *keys = parts
+        node = out.setdefault(name, {}).setdefault(group, {})
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = yaml.safe_load(value)
+    return out
+
+
+def merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` laid on it, nested mappings merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = (merged(out[key], value) if isinstance(value, Mapping)
+                    and isinstance(out.get(key), Mapping) else value)
+    return out
 
 
 # ----------------------------------------------------------------------------- compare mode
@@ -619,7 +666,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="variant.group.key=value, e.g. hier.retrieve.expand=paragraph or "
                         "hier.retrieve.evidence.pool=100; a new variant name "
                         "(hier/para.retrieve.expand=paragraph) starts from the part before '/'; "
-                        "group planner sets planner keys (hier/nofocus.planner.focus=false)")
+                        "group planner sets planner keys (hier/nofocus.planner.focus=false). "
+                        "With --retrieve: NAME.retrieve.key=value or NAME.planner.key=value, "
+                        "each NAME a variant beside the run's own config (variant run)")
     p.add_argument("--planner", choices=["none", "rules"], default="none",
                    help="query planner for --compare (rules: acronym and keyword queries)")
     p.add_argument("--n-queries", type=int, default=3, help="planner.n_queries with --planner rules")
@@ -676,8 +725,10 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         table = retrieve_again(args)
         print(f"\nplanner {args.planner}, {args.questions_file} (per question: "
-              f"{Path(args.out)}/gold_<store>_<budget>.parquet)")
+              f"{Path(args.out)}/gold_[<variant>_]<store>_<budget>.parquet)")
         columns = GOLD_COLUMNS if "group" not in table.columns else ["store", "budget", "group", *GOLD_COLUMNS[2:]]
+        if table["variant"].n_unique() > 1:  # -o variants beside the run's own config
+            columns = ["variant", *columns]
         print_and_save(table.select(columns), Path(args.out) / "gold_recall.csv")
         return 0
 

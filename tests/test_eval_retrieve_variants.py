@@ -1,0 +1,61 @@
+"""scripts/eval_retrieval.py --retrieve with -o variants: retrieval keys swept over one run's
+index (nothing re-embedded), each variant's figures beside the run's own config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from kohaku.runner.pipeline import compose_config, run_pipeline
+from kohaku.tools import eval_retrieval
+from kohaku.tools.eval_retrieval import merged, retrieve_variants
+
+from conftest import SAMPLE
+
+
+def test_variants_are_read_from_the_overrides():
+    got = retrieve_variants(["wide.retrieve.breadth_share=0.9", "wide.retrieve.evidence.pool=100",
+                             "plain.planner.focus=false"])
+    assert got == {"run": {}, "wide": {"retrieve": {"breadth_share": 0.9, "evidence": {"pool": 100}}},
+                   "plain": {"planner": {"focus": False}}}
+    assert merged({"top_k": 8, "evidence": {"pool": 200, "term_weight": 3.0}},
+                  {"evidence": {"pool": 100}}) == {"top_k": 8, "evidence": {"pool": 100, "term_weight": 3.0}}
+    for bad in ("wide.embed.model=x", "wide.retrieve", "breadth_share=0.9"):
+        with pytest.raises(SystemExit, match="NAME.retrieve.key=value"):
+            retrieve_variants([bad])
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("run")
+    cache = tmp_path_factory.mktemp("cache")
+    run_pipeline(compose_config(["stages=[index]", "embed.model=hash:64", "embed.dtype=float32",
+                                 f"cache.dir={cache}"]), run_dir)
+    return run_dir
+
+
+def test_retrieve_sweeps_variants_over_one_index(indexed, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = [str(indexed), "--retrieve", "--questions-file", str(SAMPLE / "solutions.csv"),
+            "--question-id", "id", "--stores", "shared", "--budgets", "400",
+            "--gold", str(SAMPLE / "solutions.csv"), "--gold-qid", "id", "--gold-doc", "ref_id",
+            "--cache-dir", str(tmp_path / "enc"), "--out", str(out),
+            "-o", "one.retrieve.max_hits=1", "-o", "one.retrieve.evidence.pool=0",
+            "-o", "nofocus.planner.focus=false"]
+    assert eval_retrieval.main(argv) == 0
+    table = pl.read_csv(out / "gold_recall.csv")
+    assert table["variant"].to_list() == ["run", "one", "nofocus"]
+    by = {r["variant"]: r for r in table.iter_rows(named=True)}
+    # one ranked node per question: one document in each context, fewer tokens than the budget
+    assert by["one"]["mean_docs"] == 1.0 and by["run"]["mean_docs"] > 1.0
+    assert by["one"]["mean_tokens"] < by["run"]["mean_tokens"]
+    assert by["run"]["gold_questions"] == by["one"]["gold_questions"] > 0
+    # the sample's questions carry no answer-format instruction: the focus changes nothing
+    assert by["nofocus"]["doc_recall"] == by["run"]["doc_recall"]
+    for name in ("gold_shared_400", "gold_one_shared_400", "gold_nofocus_shared_400"):
+        assert (out / f"{name}.parquet").is_file()
+    assert "variant" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="variant 'odd'"):
+        eval_retrieval.main([*argv[:argv.index("-o")], "-o", "odd.retrieve.no_such_key=1"])
