@@ -387,13 +387,16 @@ def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
     doc_meta = read_metadata(root / config.get("corpus", {}).get("metadata", "metadata.csv"))
     out_dir = Path(args.out)
     rows = []
-    variants = retrieve_variants(args.override or [])
-    for name, groups in variants.items():
-        pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
-                                     else args.n_queries, **groups.get("planner", {})}, "planner")
-        queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
-        qvecs = encode_texts(encoder, queries["query"].to_list(), "query", Path(args.cache_dir),
-                             progress=False)
+    plans: dict[str, tuple[pl.DataFrame, Any]] = {}  # planner overrides -> queries, their vectors
+    for name, groups in retrieve_variants(args.override or []).items():
+        pkey = json.dumps(groups.get("planner", {}), sort_keys=True)
+        if pkey not in plans:  # variants that set no planner key share the run's plan
+            pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
+                                         else args.n_queries, **groups.get("planner", {})}, "planner")
+            queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
+            plans[pkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
+                                                 Path(args.cache_dir), progress=False))
+        queries, qvecs = plans[pkey]
         retrieve_cfg = merged(config.get("retrieve", {}), groups.get("retrieve", {}))
         try:
             base = build(RetrieveConfig, {**retrieve_cfg, "attempts": 1}, "retrieve")
@@ -438,20 +441,12 @@ def retrieve_variants(overrides: Sequence[str]) -> dict[str, dict[str, dict[str,
     """--retrieve's variants: ``run`` (the run's retrieve config) first, then one per NAME of the
     ``NAME.group.key=value`` overrides (group ``retrieve`` or ``planner``; the value is YAML),
     each starting from the run's config."""
-    import yaml
-
     out: dict[str, dict[str, dict[str, Any]]] = {"run": {}}
     for text in overrides:
-        lhs, eq, value = text.partition("=")
-        parts = lhs.split(".")
-        if not eq or len(parts) < 3 or parts[1] not in RETRIEVE_GROUPS:
-            raise SystemExit(f"override {text!r}: write NAME.retrieve.key=value or "
-                             "NAME.planner.key=value (e.g. wide.retrieve.breadth_share=0.9)")
-        name, group, *keys = parts
-        node = out.setdefault(name, {}).setdefault(group, {})
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-        node[keys[-1]] = yaml.safe_load(value)
+        name, group, keys, value = read_override(
+            text, "write NAME.retrieve.key=value or NAME.planner.key=value (e.g. "
+            "wide.retrieve.breadth_share=0.9)", RETRIEVE_GROUPS)
+        put_override(out.setdefault(name, {}), group, keys, value)
     return out
 
 
@@ -526,23 +521,36 @@ def default_variants() -> dict[str, dict[str, dict[str, Any]]]:
     }
 
 
-def apply_override(variants: dict, text: str) -> None:
-    """``name.group.key=value`` or ``name.group.key.subkey=value`` (value parsed as YAML)."""
+def read_override(text: str, usage: str, groups: Sequence[str] | None = None
+                  ) -> tuple[str, str, list[str], Any]:
+    """(name, group, keys, value) of an override ``name.group.key[.subkey]=value`` (the value
+    parsed as YAML); SystemExit with ``usage`` when it is not one, or its group is not in
+    ``groups``."""
     import yaml
 
-    if "=" not in text:
-        raise SystemExit(f"override {text!r}: write variant.group.key=value")
-    lhs, value = text.split("=", 1)
+    lhs, eq, value = text.partition("=")
     parts = lhs.split(".")
-    if len(parts) < 3:
-        raise SystemExit(f"override {text!r}: write variant.group.key=value, e.g. hier.retrieve.window=2")
-    name, group, *keys = parts
-    known = default_variants()
-    variants.setdefault(name, deepcopy(known.get(name.split("/")[0], known["hier"])))
-    node = variants[name].setdefault(group, {})
+    if not eq or len(parts) < 3 or (groups is not None and parts[1] not in groups):
+        raise SystemExit(f"override {text!r}: {usage}")
+    return parts[0], parts[1], parts[2:], yaml.safe_load(value)
+
+
+def put_override(spec: dict, group: str, keys: Sequence[str], value: Any) -> None:
+    """``spec[group][keys[0]]...[keys[-1]] = value``, making the nested mappings on the way."""
+    node = spec.setdefault(group, {})
     for key in keys[:-1]:
         node = node.setdefault(key, {})
-    node[keys[-1]] = yaml.safe_load(value)
+    node[keys[-1]] = value
+
+
+def apply_override(variants: dict, text: str) -> None:
+    """``name.group.key=value`` or ``name.group.key.subkey=value`` (value parsed as YAML); a new
+    name starts from the known variant before its '/' (else hier)."""
+    name, group, keys, value = read_override(
+        text, "write variant.group.key=value, e.g. hier.retrieve.window=2")
+    known = default_variants()
+    variants.setdefault(name, deepcopy(known.get(name.split("/")[0], known["hier"])))
+    put_override(variants[name], group, keys, value)
 
 
 def compare(args: argparse.Namespace) -> pl.DataFrame:
