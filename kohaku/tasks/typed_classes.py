@@ -307,6 +307,11 @@ def summary(table: pl.DataFrame, kinds: KindsSpec) -> dict[str, Any]:
 
 
 def typed_classes(table: pl.DataFrame, task: Task) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """The error classes of a task with answer kinds (module doc), with their summary."""
+    """The error classes of a task with answer kinds (kohaku/tasks/typed_classes.py): per kind
+    (number: sign, near_miss, scale, wrong_number; name: wrong_name; names: missing_names,
+    extra_names, wrong_names; boolean: flipped; date: wrong_date; text: partial, wrong_text),
+    answered_na and needless_na for the not-answerable token both ways, and beside them the
+    cited pages against the gold pools (page_class: all_pools, extra_pages, some_pools,
+    no_pools, none_needed), with their counts split by kind."""
     table = classify(table, task)
     return table, summary(table, task.answer.kinds)
