@@ -469,6 +469,25 @@ def test_typed_run_report_splits_by_the_tasks_kinds_and_shows_pages(typed_sweep_
         assert pages["pools"] == [[p, h] for p, h in zip(row["pages_pools"], row["pages_pools_hit"])]
 
 
+def test_typed_sweep_leaderboard_has_the_typed_and_page_columns(typed_sweep_dir):
+    """The sweep's error columns (comparison.csv, ablation.md) are the typed classes, with the page
+    classes beside them, each point's counts those of its run's score table."""
+    cells = pl.read_csv(typed_sweep_dir / "comparison.csv")
+    assert {"answered_na", "needless_na", "flipped", "missing_names", "pages:all_pools",
+            "pages:extra_pages", "pages:no_pools"} <= set(cells.columns)
+    assert "wrong_text" in cells.columns and "wrong_ref" not in cells.columns   # not WattBot's classes
+    for cell in cells.iter_rows(named=True):
+        run = next(p for p in typed_sweep_dir.glob("[0-9]")
+                   if f"retrieve.top_k={cell['retrieve.top_k']}" in json.loads((p / "run.json").read_text())["overrides"])
+        table = pl.read_parquet(run / "scores.parquet")
+        assert cell["answered_na"] == (table["error_class"] == "answered_na").sum()
+        assert cell["pages:extra_pages"] == (table["page_class"] == "extra_pages").sum()
+    md = (typed_sweep_dir / "ablation.md").read_text()
+    assert "answered_na" in md and "pages:all_pools" in md
+    kinds = page_data(typed_sweep_dir / "report.html")["sweep"]["kinds"]
+    assert {k["label"].split(" · ")[1] for k in kinds} == {"number", "name", "names", "boolean"}
+
+
 def test_typed_compare_flips_carry_kinds_and_pages(typed_compare_html):
     printed = json.loads(typed_compare_html.with_suffix(".json").read_text())
     assert set(printed["errors"]["run"]) >= {"answered_na", "needless_na", "pages:all_pools", "pages:no_pools"}

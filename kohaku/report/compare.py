@@ -378,7 +378,8 @@ def kind_counts(config: Config, qids: list[str] | None = None, classes: list[str
             per_kind.setdefault(kind, []).append(c)
     if not n_runs:
         return {}
-    keys = class_names([config]) if classes is None else list(classes)
+    keys = [k for k in (class_names([config]) if classes is None else classes) if not k.startswith(PAGE_PREFIX)]
+    keys += [f"{PAGE_PREFIX}{c}" for c in PAGE_CLASSES]
     out = {}
     for kind, counters in per_kind.items():
         counters = counters + [Counter()] * (n_runs - len(counters))   # a run without the kind: 0

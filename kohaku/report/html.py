@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kohaku.report.compare import (PRED, PRED_REF, TRUTH, TRUTH_REF, Config, flips, kind_counts, page_marks,
+from kohaku.report.compare import (PRED, PRED_REF, TRUTH, TRUTH_REF, Config, class_names, flips, kind_counts, page_marks,
                                    score_matrix)
 from kohaku.tasks.components import Metric, class_order, metric_of, read_scores_json, with_classes
 from kohaku.report.paired import N_RESAMPLES, SEED, compare
@@ -519,7 +519,7 @@ def sweep_data(runs_dir: str | Path, runs: pl.DataFrame, board: pl.DataFrame, sw
             data["sweep"]["kinds"] = [
                 {"label": f"{_cell_label(cell, keys)} · {kind}", "counts": counts}
                 for cell in cells.to_dicts()
-                for kind, counts in kind_counts(_cell_config(runs, keys, cell, cmp.metric)).items()]
+                for kind, counts in kind_counts(_cell_config(runs, keys, cell, cmp.metric), classes=cmp.classes).items()]
         except Exception as exc:  # noqa: BLE001 - the page stands without the split
             log.warning("%s: no split by answer kind in report.html (%s)", runs_dir, exc)
     if cmp is not None and cells.height >= 2:
@@ -604,7 +604,7 @@ def compare_data(configs: list[Config], comparison: Any, metric: Metric, counts:
             "errors": {c.name: cnt for c, cnt in zip(configs, counts)},
             # the error classes split by answer kind (with a typed task's page classes)
             "kinds": [{"label": f"{c.name} · {kind}", "counts": kc}
-                      for c in configs for kind, kc in kind_counts(c).items()],
+                      for c in configs for kind, kc in kind_counts(c, classes=class_names(configs)).items()],
             "flips": flip_sets,
         },
         "blocks": blocks.texts,

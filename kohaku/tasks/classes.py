@@ -9,7 +9,9 @@ no ``f1``). Output (:func:`classify`): the same table with ``answer_kind``,
 ``error_class`` and ``error_detail`` added; :func:`error_summary` counts them.
 
 ``answer_kind`` is ``number`` when the truth is an amount
-(:func:`kohaku.tasks.amounts.parse_amount`), ``text`` otherwise.
+(:func:`kohaku.tasks.amounts.parse_amount`), ``text`` otherwise. A task that declares its answer
+kinds gets the typed classes instead (:mod:`kohaku.tasks.typed_classes`: by the task's own kinds,
+N/A both ways, and the cited pages beside them), which reuse the number classes below.
 
 The classes, tried in this order (the first that applies wins):
 
