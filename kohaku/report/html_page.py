@@ -267,8 +267,8 @@ JS = r"""
     }), td(""));
     rows.push(totals);
     add(app, section("classes", "Error classes",
-      el("p", {class: "muted", text: "Every question in one class; columns split by the truth's answer kind and the " +
-        "question's evidence type (evidence flags overlap). Click a class to list its questions." +
+      el("p", {class: "muted", text: "Every question in one class; columns split by the answer kind (the task's own kinds where it " +
+        "declares them, else the truth's) and the question's evidence type (evidence flags overlap). Click a class to list its questions." +
         (empty.length ? " No question in: " + empty.join(", ") + "." : "")}),
       table(["class"].concat(cols.map(function (c) { return {cls: "num", text: c[0]}; })).concat(["detail"]), rows, {id: "class-table"})));
     var PG = E.pages;
