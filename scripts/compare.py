@@ -24,8 +24,10 @@ difference B - A, a paired bootstrap 95 % interval over questions (10,000 resamp
 the two-sided p-value, Holm-adjusted p-values over the pairs, the smallest difference this
 question set detects at 80 % power (mde80), the questions fixed and broken, a '*' where the
 interval excludes zero; then each source's score interval, its metric components, its error
-classes (kohaku/tasks/wattbot/diagnosis.py for WattBot, the task's classes otherwise) and the flipped questions
-with the question, the truth and both answers, each with its refs or cited pages.
+classes (kohaku/tasks/wattbot/diagnosis.py for WattBot, the task's classes otherwise: for a task with
+answer kinds the typed classes, kohaku/tasks/typed_classes.py, with the cited pages' classes
+pages:all_pools ... beside them) and the flipped questions with the question, its kind, the truth
+and both answers, each with its refs or cited pages and its classes.
 
 The interval and p-value cover which questions were asked (resampling questions), not the
 model's sampling noise: that is the seed spread, shown separately.
@@ -47,7 +49,7 @@ from kohaku.core.errors import KohakuError  # noqa: E402
 from kohaku.tasks.wattbot.metric import VARIANTS  # noqa: E402
 from kohaku.report.compare import (CompareError, Config, Scored, class_names, component_lines,  # noqa: E402
                                    error_counts, error_table_lines, flip_lines, flips, interval_lines,
-                                   pair_lines, parse_source, read_run, run_metric, score_matrix,
+                                   page_counts, pair_lines, parse_source, read_run, run_metric, score_matrix,
                                    score_source, score_with_task)
 from kohaku.tasks.wattbot.functions import wattbot_metric  # noqa: E402
 from kohaku.report.paired import N_RESAMPLES, SEED, compare  # noqa: E402
@@ -137,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     pairs = list(combinations(range(len(configs)), 2)) if args.all_pairs else [(0, j) for j in range(1, len(configs))]
     result = compare(m, pairs, n_resamples=args.resamples, seed=args.seed)
     classes = class_names(configs)
-    counts = [error_counts(c, m.qids, classes) for c in configs]
+    # the error classes, then a typed task's page classes (pages:all_pools, ...) beside them
+    counts = [{**error_counts(c, m.qids, classes), **page_counts(c, m.qids)} for c in configs]
     all_flips = {f"{configs[a].name} vs {configs[b].name}": flips(configs, m, a, b) for a, b in pairs}
     seconds = time.perf_counter() - started
 

@@ -135,6 +135,9 @@ def task_report(result, n_mismatches: int) -> list[str]:
         lines.append(f"judge outputs that were no verdict (scored 0): {d['judge_invalid']}")
     counts = result.errors["counts"]
     lines += ["", "error classes: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v)]
+    pages = (result.errors.get("pages") or {}).get("counts")
+    if pages:   # a typed task's cited pages against the gold pools (kohaku/tasks/typed_classes.py)
+        lines.append("cited pages: " + ", ".join(f"{k} {v}" for k, v in pages.items() if v))
     wrong = result.table.filter(~pl.col("correct"))
     if wrong.height:
         lines += ["", f"first wrong ({min(n_mismatches, wrong.height)} of {wrong.height}, by {d['correct_by']}):"]

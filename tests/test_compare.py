@@ -66,7 +66,8 @@ def test_compare_cli_prints_the_table_and_writes_the_json(files, tmp_path, capsy
     assert [(f["qid"], f["change"]) for f in flipped] == [("q4", "fixed"), ("q5", "fixed"), ("q0", "broken")]
     assert flipped[2] == {"qid": "q0", "change": "broken", "delta": -0.75, "question": "Question 0?",
                           "truth": "1", "truth_ref": "['a']", "a_answer": "1", "a_ref": "['a']",
-                          "a_class": "correct", "b_answer": "1000", "b_ref": "['a']", "b_class": "scale"}
+                          "a_class": "correct", "b_answer": "1000", "b_ref": "['a']", "b_class": "scale",
+                          "kind": "number"}
     assert "delta = B - A" in printed and "flipped questions" in printed and "scale" in printed
 
 

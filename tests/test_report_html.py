@@ -423,3 +423,154 @@ def test_gold_blocks_from_the_tasks_evidence_file(run_dir, tmp_path):
     data = page_data(report_html.write_run_report(run))
     assert any(n.startswith("gold evidence file not read") and "missing.csv" in n for n in data["notes"])
     assert data["run"]["questions"][1]["gold"] == q["gold"]
+
+
+# ---- a typed, page-cited task: the worked example (task=cited_pages) ---------------------------
+
+TYPED = ["task=cited_pages", "corpus.questions=cited_pages/questions.csv",
+         "corpus.solutions=cited_pages/answers.csv"]
+WIDTH = 1400   # the reports must fit this window: no sideways scrolling
+
+
+@pytest.fixture(scope="module")
+def typed_sweep_dir(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("typed-sweep")
+    rc, log = run_sweep(tmp, [*TYPED, "retrieve.top_k=1,4", "embed.dtype=float32"])
+    assert rc == 0, log[-3000:]
+    return tmp / "sweep"
+
+
+@pytest.fixture(scope="module")
+def typed_compare_html(typed_sweep_dir, tmp_path_factory) -> Path:
+    """The sweep's first run (a run dir: contexts and samples) against a team's JSON document of
+    the example, both scored with the task: flips on every kind, each side with its pages."""
+    out = tmp_path_factory.mktemp("typed-compare") / "compare.html"
+    run = next(p for p in sorted(typed_sweep_dir.glob("[0-9]")))
+    sample = Path(__file__).resolve().parents[1] / "data" / "sample" / "cited_pages"
+    assert load_script().main(["--task", "cited_pages", "--solutions", str(sample / "answers.csv"), f"run={run}",
+                               f"team_b={sample / 'teams' / 'team_b.json'}", "--html", str(out), "--json",
+                               str(out.with_suffix(".json")), "--resamples", "1000"]) == 0
+    return out
+
+
+def test_typed_run_report_splits_by_the_tasks_kinds_and_shows_pages(typed_sweep_dir):
+    run = next(p for p in sorted(typed_sweep_dir.glob("[0-9]")))
+    data = page_data(run / "report.html")["run"]
+    table = pl.read_parquet(run / "scores.parquet")
+    scores = json.loads((run / "scores.json").read_text())
+    assert set(data["errors"]["by_kind"]) == {"number", "name", "names", "boolean"}
+    assert data["errors"]["pages"] == scores["errors"]["pages"] and data["combine"] == "sum"
+    qs = {q["qid"]: q for q in data["questions"]}
+    assert {q: r["kind"] for q, r in qs.items()} == dict(zip(table["qid"], table["kind"]))
+    for row in table.iter_rows(named=True):
+        pages = qs[row["qid"]]["pages"]
+        assert pages["class"] == row["page_class"]
+        assert pages["cited"] == [[p, h] for p, h in zip(row["pages_cited"], row["pages_cited_hit"])]
+        assert pages["pools"] == [[p, h] for p, h in zip(row["pages_pools"], row["pages_pools_hit"])]
+
+
+def test_typed_sweep_leaderboard_has_the_typed_and_page_columns(typed_sweep_dir):
+    """The sweep's error columns (comparison.csv, ablation.md) are the typed classes, with the page
+    classes beside them, each point's counts those of its run's score table."""
+    cells = pl.read_csv(typed_sweep_dir / "comparison.csv")
+    assert {"answered_na", "needless_na", "flipped", "missing_names", "pages:all_pools",
+            "pages:extra_pages", "pages:no_pools"} <= set(cells.columns)
+    assert "wrong_text" in cells.columns and "wrong_ref" not in cells.columns   # not WattBot's classes
+    for cell in cells.iter_rows(named=True):
+        run = next(p for p in typed_sweep_dir.glob("[0-9]")
+                   if f"retrieve.top_k={cell['retrieve.top_k']}" in json.loads((p / "run.json").read_text())["overrides"])
+        table = pl.read_parquet(run / "scores.parquet")
+        assert cell["answered_na"] == (table["error_class"] == "answered_na").sum()
+        assert cell["pages:extra_pages"] == (table["page_class"] == "extra_pages").sum()
+    md = (typed_sweep_dir / "ablation.md").read_text()
+    assert "answered_na" in md and "pages:all_pools" in md
+    kinds = page_data(typed_sweep_dir / "report.html")["sweep"]["kinds"]
+    assert {k["label"].split(" · ")[1] for k in kinds} == {"number", "name", "names", "boolean"}
+
+
+def test_typed_compare_flips_carry_kinds_and_pages(typed_compare_html):
+    printed = json.loads(typed_compare_html.with_suffix(".json").read_text())
+    assert set(printed["errors"]["run"]) >= {"answered_na", "needless_na", "pages:all_pools", "pages:no_pools"}
+    assert printed["errors"]["team_b"]["flipped"] == 1 and printed["errors"]["team_b"]["answered_na"] == 1
+    data = page_data(typed_compare_html)["compare"]
+    assert {r["label"].split(" · ")[1] for r in data["kinds"]} == {"number", "name", "names", "boolean"}
+    rows = printed["flips"]["run vs team_b"]
+    assert {r["kind"] for r in rows} == {"number", "name", "names", "boolean"}
+    for r in rows:
+        for side in ("a", "b"):
+            assert r[f"{side}_pages"]["class"] == r[f"{side}_page_class"]
+    shown = data["flips"][0]["rows"]
+    assert [r["kind"] for r in shown] == [r["kind"] for r in rows]
+    assert all(r["b"]["pages"] == p["b_pages"] for r, p in zip(shown, rows))
+
+
+def fits(driver) -> None:
+    """No sideways scrolling at the window's width, and no element wider than the page."""
+    width = driver.execute_script("return document.documentElement.clientWidth")
+    assert width <= WIDTH and width > WIDTH - 40
+    assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+    wide = driver.execute_script(
+        "var w = document.documentElement.clientWidth; return Array.from(document.querySelectorAll('main *'))"
+        ".filter(e => e.getBoundingClientRect().right > w + 1).map(e => e.tagName + '.' + e.className).slice(0, 5)")
+    assert wide == []
+
+
+def test_typed_reports_fit_1400px_with_the_kind_split_and_pages(browser, typed_sweep_dir, typed_compare_html, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    run = next(p for p in sorted(typed_sweep_dir.glob("[0-9]")))
+    browser.set_window_size(WIDTH, 900)
+    try:
+        open_page(browser, run / "report.html")
+        fits(browser)
+        heads = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#class-table thead th")]
+        assert {"kind: number", "kind: name", "kind: names", "kind: boolean"} <= set(heads)
+        assert "cited pages vs gold" in [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#qtable thead th")]
+        assert browser.find_elements(By.CSS_SELECTOR, "#page-table tr.page-row")
+        assert browser.find_elements(By.CSS_SELECTOR, "#qtable td.pages-cell .pg.hit")
+        # the component bars fit their card, on this summed score (points) too
+        bars = browser.execute_script("return Array.from(document.querySelectorAll('#components .bar'))"
+                                      ".map(b => b.getBoundingClientRect().width)")
+        assert bars and max(bars) <= 120 and min(bars) > 0
+        card = browser.execute_script("var c = document.querySelector('#components').closest('.card');"
+                                      "return [c.scrollWidth, c.clientWidth]")
+        assert card[0] <= card[1]
+        table = pl.read_parquet(run / "scores.parquet")
+        Select(browser.find_element(By.ID, "page-filter")).select_by_value("all_pools")
+        assert visible_rows(browser) == table.filter(pl.col("page_class") == "all_pools")["qid"].to_list()
+        Select(browser.find_element(By.ID, "page-filter")).select_by_value("")
+        browser.find_element(By.CSS_SELECTOR, "#qtable tr.q").click()
+        fits(browser)
+        shot(browser, tmp_path, "typed-run")
+        no_console_errors(browser)
+
+        open_page(browser, typed_sweep_dir / "report.html")
+        fits(browser)
+        assert browser.find_elements(By.CSS_SELECTOR, "#kind-table tr.point-row")
+        assert browser.find_elements(By.CSS_SELECTOR, "#page-table td[data-class='pages:all_pools']")
+        shot(browser, tmp_path, "typed-sweep")
+        no_console_errors(browser)
+
+        open_page(browser, typed_compare_html)
+        fits(browser)
+        labels = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#kind-table tr.point-row td:first-child")]
+        assert {label.split(" · ")[1] for label in labels} == {"number", "name", "names", "boolean"}
+        assert browser.find_elements(By.CSS_SELECTOR, "#page-table tr.point-row")
+        flips = browser.find_elements(By.CSS_SELECTOR, "#flip-list-0 .flip")
+        assert flips and all(len(f.find_elements(By.CSS_SELECTOR, ".side .pages")) == 2 for f in flips)
+        shot(browser, tmp_path, "typed-compare")
+        no_console_errors(browser)
+    finally:
+        browser.set_window_size(1280, 900)
+
+
+def shot(driver, tmp_path: Path, name: str) -> Path:
+    """A screenshot of the page at the window's width (KOHAKU_REPORT_SHOTS: a copy there too)."""
+    out = tmp_path / f"{name}.png"
+    driver.execute_script("window.scrollTo(0, 0)")
+    assert driver.save_screenshot(str(out)) and out.stat().st_size > 10_000
+    if os.environ.get("KOHAKU_REPORT_SHOTS"):
+        Path(os.environ["KOHAKU_REPORT_SHOTS"]).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out, Path(os.environ["KOHAKU_REPORT_SHOTS"]) / out.name)
+    return out

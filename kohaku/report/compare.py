@@ -30,6 +30,7 @@ from kohaku.tasks import registry
 from kohaku.tasks.catalog import DEFAULT_VARIANT
 from kohaku.tasks.components import (Metric, class_order, describe_metrics, known_metric, metric_of,
                                      read_scores_json, variant_metric, with_classes)
+from kohaku.tasks.typed_classes import PAGE_CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -312,8 +313,79 @@ def flips(configs: list[Config], m: ScoreMatrix, a: int, b: int) -> list[dict[st
             "b_answer": None if rb.get("missing") else get(rb, PRED),
             "b_ref": None if rb.get("missing") else get(rb, PRED_REF),
             "b_class": rb.get("error_class"),
+            "kind": ra.get("answer_kind") or rb.get("answer_kind"),
         })
+        if "page_class" in ra or "page_class" in rb:   # a typed task's cited pages (typed_classes)
+            out[-1].update(a_page_class=ra.get("page_class"), a_pages=page_marks(ra),
+                           b_page_class=rb.get("page_class"), b_pages=page_marks(rb))
     out.sort(key=lambda r: (r["change"] != "fixed", -abs(r["delta"]), r["qid"]))
+    return out
+
+
+#: the prefix of the page classes' columns beside the error classes (sweep cells, compare counts)
+PAGE_PREFIX = "pages:"
+
+
+def page_marks(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A typed question's cited pages and gold pools, each with whether it hits
+    (``{"class", "detail", "cited": [[page, hit]], "pools": [[pool, hit]]}``); None for a row
+    without the page dimension (kohaku.tasks.typed_classes)."""
+    if row.get("pages_cited") is None or row.get("pages_pools") is None:
+        return None
+    return {"class": row.get("page_class"), "detail": row.get("page_detail") or "",
+            "cited": [[p, bool(h)] for p, h in zip(row["pages_cited"], row.get("pages_cited_hit") or [])],
+            "pools": [[p, bool(h)] for p, h in zip(row["pages_pools"], row.get("pages_pools_hit") or [])]}
+
+
+def _mean_counts(per_run: list[Counter], keys: list[str]) -> dict[str, float]:
+    mean = {k: sum(c.get(k, 0) for c in per_run) / len(per_run) for k in keys}
+    return {k: (int(v) if float(v).is_integer() else round(v, 2)) for k, v in mean.items()}
+
+
+def page_counts(config: Config, qids: list[str] | None = None) -> dict[str, float]:
+    """The page classes of a typed configuration (``pages:<class>`` -> mean count over its
+    runs, every page class present); {} when its tables have no page dimension."""
+    per_run = []
+    for t in config.tables:
+        if "page_class" not in t.columns:
+            continue
+        if qids is not None:
+            t = t.filter(pl.col("qid").is_in(qids))
+        per_run.append(Counter(f"{PAGE_PREFIX}{c}" for c in t["page_class"].drop_nulls().to_list()))
+    return _mean_counts(per_run, [f"{PAGE_PREFIX}{c}" for c in PAGE_CLASSES]) if per_run else {}
+
+
+def kind_counts(config: Config, qids: list[str] | None = None, classes: list[str] | None = None,
+                pages: bool = True) -> dict[str, dict[str, float]]:
+    """Error classes split by answer kind: kind -> class -> mean count over the runs (the kinds
+    in order of appearance; ``classes`` default :func:`class_names`), with the page classes
+    (``pages:<class>``) where the tables have them; {} without error classes."""
+    per_kind: dict[str, list[Counter]] = {}
+    n_runs = 0
+    for t in config.tables:
+        t = _classified(config, t)
+        if t is None or "answer_kind" not in t.columns:
+            continue
+        n_runs += 1
+        if qids is not None:
+            t = t.filter(pl.col("qid").is_in(qids))
+        has_pages = pages and "page_class" in t.columns
+        for kind in t["answer_kind"].drop_nulls().unique(maintain_order=True).to_list():
+            sub = t.filter(pl.col("answer_kind") == kind)
+            c = Counter(sub["error_class"].drop_nulls().to_list())
+            if has_pages:
+                c.update(f"{PAGE_PREFIX}{p}" for p in sub["page_class"].drop_nulls().to_list())
+            per_kind.setdefault(kind, []).append(c)
+    if not n_runs:
+        return {}
+    keys = [k for k in (class_names([config]) if classes is None else classes) if not k.startswith(PAGE_PREFIX)]
+    keys += [f"{PAGE_PREFIX}{c}" for c in PAGE_CLASSES]
+    out = {}
+    for kind, counters in per_kind.items():
+        counters = counters + [Counter()] * (n_runs - len(counters))   # a run without the kind: 0
+        extra = [k for c in counters for k in c if k not in keys]
+        out[kind] = _mean_counts(counters, [k for k in keys + list(dict.fromkeys(extra))
+                                            if any(c.get(k) for c in counters)])
     return out
 
 
@@ -359,8 +431,7 @@ def error_counts(config: Config, qids: list[str] | None = None, classes: list[st
     if not per_run:
         return {}
     keys = class_names([config]) if classes is None else classes
-    mean = {k: sum(c.get(k, 0) for c in per_run) / len(per_run) for k in keys}
-    return {k: (int(v) if float(v).is_integer() else round(v, 2)) for k, v in mean.items()}
+    return _mean_counts(per_run, list(keys))
 
 
 def _f(x: float | None, digits: int = 4, signed: bool = False) -> str:
@@ -425,10 +496,13 @@ def flip_lines(rows: list[dict[str, Any]], shown: int, width: int = 60) -> list[
 
     lines = []
     for r in rows[:shown]:
-        lines.append(f"  {r['change']:<6} {r['qid']:<7} {r['delta']:+.3f}  {cut(r['question'], width)}")
+        kind = f"[{r['kind']}] " if r.get("kind") else ""
+        lines.append(f"  {r['change']:<6} {r['qid']:<7} {r['delta']:+.3f}  {kind}{cut(r['question'], width)}")
         lines.append(f"         truth {cut(r['truth'], 28):<30}{cut(r['truth_ref'], 40)}")
-        lines.append(f"         A     {cut(r['a_answer'], 28):<30}{cut(r['a_ref'], 40):<42}{r['a_class'] or ''}")
-        lines.append(f"         B     {cut(r['b_answer'], 28):<30}{cut(r['b_ref'], 40):<42}{r['b_class'] or ''}")
+        for side in ("a", "b"):
+            pages = f" · pages {r[f'{side}_page_class']}" if r.get(f"{side}_page_class") else ""
+            lines.append(f"         {side.upper()}     {cut(r[f'{side}_answer'], 28):<30}"
+                         f"{cut(r[f'{side}_ref'], 40):<42}{r[f'{side}_class'] or ''}{pages}")
     if len(rows) > shown:
         lines.append(f"  ... {len(rows) - shown} more (--flips N shows more; --json has them all)")
     return lines

@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from kohaku.report.compare import PRED, PRED_REF, TRUTH, TRUTH_REF, Config, flips, score_matrix
+from kohaku.report.compare import (PRED, PRED_REF, TRUTH, TRUTH_REF, Config, class_names, flips, kind_counts, page_marks,
+                                   score_matrix)
 from kohaku.tasks.components import Metric, class_order, metric_of, read_scores_json, with_classes
 from kohaku.report.paired import N_RESAMPLES, SEED, compare
 from kohaku.core.cells import parse_ref_list
@@ -172,6 +173,13 @@ def _text(x: Any) -> str | None:
     if isinstance(x, (list, tuple)):
         return json.dumps([str(v) for v in x])
     return str(x)
+
+
+def _pool_docs(marks: dict[str, Any] | None) -> set[str]:
+    """The documents of a typed question's gold pools (kohaku.report.compare.page_marks), whose
+    blocks the report marks as gold."""
+    return {page.rpartition(":")[0] for pool, _ in (marks or {}).get("pools") or []
+            for page in str(pool).split("|") if ":" in page}
 
 
 def _norm(x: Any) -> str:
@@ -330,14 +338,15 @@ class RunTables:
         for qid in order:
             row = scored.get(qid, {})
             truth_ref = _first(row, TRUTH_REF)
-            gold = set(parse_ref_list(truth_ref)) | self.gold_docs.get(qid, set())
+            marks = page_marks(row) if row else None
+            gold = set(parse_ref_list(truth_ref)) | self.gold_docs.get(qid, set()) | _pool_docs(marks)
             entry = {
                 "qid": qid, "question": row.get("question") or texts.get(qid), "scored": bool(row),
                 "truth": _text(_first(row, TRUTH)), "truth_ref": _text(truth_ref), "gold": sorted(gold),
                 "pred": None if row.get("missing") else _text(_first(row, PRED)),
                 "pred_ref": None if row.get("missing") else _text(_first(row, PRED_REF)),
                 "class": row.get("error_class"), "detail": row.get("error_detail") or "",
-                "kind": row.get("answer_kind"),
+                "kind": row.get("answer_kind"), "pages": marks,
                 "evidence": [f for f in ("Quote", "Table", "Figure", "Math") if row.get(f)],
             }
             entry.update(self.side(qid, gold))
@@ -377,7 +386,7 @@ def run_data(run_dir: str | Path) -> dict[str, Any]:
         "run": {
             "id": t.record.get("run_id") or t.run_dir.name, "status": t.record.get("status"),
             "overrides": overrides, "task": t.task, "metric": metric.describe() if metric else None,
-            "score": t.scores.get("score"), "interval": interval,
+            "score": t.scores.get("score"), "interval": interval, "combine": t.scores.get("combine"),
             "components": [{"name": k, "value": v, "weight": weights.get(k)} for k, v in components.items()],
             "n": t.scores.get("n"), "n_missing": t.scores.get("n_missing"), "n_extra": t.scores.get("n_extra"),
             "seconds": t.record.get("seconds"),
@@ -385,7 +394,8 @@ def run_data(run_dir: str | Path) -> dict[str, Any]:
                        for k, v in (t.record.get("stages") or {}).items() if isinstance(v, dict)],
             "classes": class_order(t.scores) or list(errors.get("counts") or {}),
             "errors": {"counts": errors.get("counts") or {}, "by_kind": errors.get("by_kind") or {},
-                       "by_evidence": errors.get("by_evidence") or {}, "details": errors.get("details") or {}},
+                       "by_evidence": errors.get("by_evidence") or {}, "details": errors.get("details") or {},
+                       "pages": errors.get("pages")},
             "questions": questions,
         },
         "blocks": t.blocks.texts,
@@ -426,17 +436,18 @@ def flip_entries(rows: list[dict[str, Any]], a: Side, b: Side, limit: int = MAX_
     """:func:`kohaku.report.compare.flips` rows with each side's samples and contexts."""
     out = []
     for r in rows[:limit]:
-        gold = set(parse_ref_list(r.get("truth_ref")))
+        gold = set(parse_ref_list(r.get("truth_ref"))) | _pool_docs(r.get("a_pages")) | _pool_docs(r.get("b_pages"))
         for side in (a, b):
             if side.tables is not None:
                 gold |= side.tables.gold_docs.get(str(r["qid"]), set())
         entry = {
             "qid": r["qid"], "change": r["change"], "delta": r["delta"], "question": r.get("question"),
             "truth": _text(r.get("truth")), "truth_ref": _text(r.get("truth_ref")), "gold": sorted(gold),
+            "kind": r.get("kind"),
         }
         for key, side in (("a", a), ("b", b)):
             part = {"name": side.name, "answer": _text(r.get(f"{key}_answer")), "ref": _text(r.get(f"{key}_ref")),
-                    "class": r.get(f"{key}_class")}
+                    "class": r.get(f"{key}_class"), "pages": r.get(f"{key}_pages")}
             if side.tables is not None:
                 part.update(side.tables.side(str(r["qid"]), gold))
             entry[key] = part
@@ -503,6 +514,14 @@ def sweep_data(runs_dir: str | Path, runs: pl.DataFrame, board: pl.DataFrame, sw
         },
         "blocks": blocks.texts, "notes": [],
     }
+    if cmp is not None and cmp.classes:
+        try:   # the error classes of each point split by answer kind
+            data["sweep"]["kinds"] = [
+                {"label": f"{_cell_label(cell, keys)} · {kind}", "counts": counts}
+                for cell in cells.to_dicts()
+                for kind, counts in kind_counts(_cell_config(runs, keys, cell, cmp.metric), classes=cmp.classes).items()]
+        except Exception as exc:  # noqa: BLE001 - the page stands without the split
+            log.warning("%s: no split by answer kind in report.html (%s)", runs_dir, exc)
     if cmp is not None and cells.height >= 2:
         try:
             data["sweep"]["flips"] = _sweep_flips(runs_dir, runs, keys, cmp, blocks)
@@ -513,6 +532,26 @@ def sweep_data(runs_dir: str | Path, runs: pl.DataFrame, board: pl.DataFrame, sw
     return data
 
 
+def _cell_runs(runs: pl.DataFrame, keys: list[str], cell: dict[str, Any]) -> pl.DataFrame:
+    """The scored runs of a sweep point (``cell``: its swept keys' values)."""
+    ok = runs.filter((pl.col("status") == "ok") & pl.col("scores_table").is_not_null())
+    for k in keys:
+        same = pl.col(k).is_null() if cell.get(k) is None else pl.col(k).cast(pl.String) == str(cell[k])
+        ok = ok.filter(same)
+    return ok
+
+
+def _cell_label(cell: dict[str, Any], keys: list[str]) -> str:
+    return ", ".join(f"{k}={cell.get(k)}" for k in keys) or "all"
+
+
+def _cell_config(runs: pl.DataFrame, keys: list[str], cell: dict[str, Any], metric: Any) -> Config:
+    """A sweep point as a configuration: its runs' per-question tables."""
+    sub = _cell_runs(runs, keys, cell)
+    return Config(_cell_label(cell, keys), [_load_table(p) for p in sub["scores_table"].to_list()],
+                  sub["run_path"].to_list(), metric)
+
+
 def _sweep_flips(runs_dir: Path, runs: pl.DataFrame, keys: list[str], cmp: Any, blocks: Blocks) -> dict[str, Any]:
     """The flipped questions of the best point (the best-scoring cell other than the baseline)
     against the baseline cell."""
@@ -521,22 +560,10 @@ def _sweep_flips(runs_dir: Path, runs: pl.DataFrame, keys: list[str], cmp: Any, 
     others = cells.slice(1).sort("score", descending=True)
     best = others.row(0, named=True)
 
-    def cell_runs(cell: dict[str, Any]) -> pl.DataFrame:
-        ok = runs.filter((pl.col("status") == "ok") & pl.col("scores_table").is_not_null())
-        for k in keys:
-            same = pl.col(k).is_null() if cell.get(k) is None else pl.col(k).cast(pl.String) == str(cell[k])
-            ok = ok.filter(same)
-        return ok
-
-    def label(cell: dict[str, Any]) -> str:
-        return ", ".join(f"{k}={cell.get(k)}" for k in keys) or "all"
-
     configs, dirs = [], []
     for cell in (base, best):
-        sub = cell_runs(cell)
-        configs.append(Config(label(cell), [_load_table(p) for p in sub["scores_table"].to_list()],
-                              sub["run_path"].to_list(), cmp.metric))
-        dirs.append(runs_dir / sub["run_path"][0])
+        configs.append(_cell_config(runs, keys, cell, cmp.metric))
+        dirs.append(runs_dir / configs[-1].sources[0])
     m = score_matrix(configs, cmp.metric)
     rows = flips(configs, m, 0, 1)
     a, b = _sides([c.name for c in configs], dirs, blocks)
@@ -575,6 +602,9 @@ def compare_data(configs: list[Config], comparison: Any, metric: Metric, counts:
             "intervals": [{"name": it.name, "score": it.score, "lo": it.lo, "hi": it.hi, "seed_sd": it.seed_sd,
                            "n_seeds": it.n_seeds, "components": it.components} for it in comparison.intervals],
             "errors": {c.name: cnt for c, cnt in zip(configs, counts)},
+            # the error classes split by answer kind (with a typed task's page classes)
+            "kinds": [{"label": f"{c.name} · {kind}", "counts": kc}
+                      for c in configs for kind, kc in kind_counts(c, classes=class_names(configs)).items()],
             "flips": flip_sets,
         },
         "blocks": blocks.texts,

@@ -57,6 +57,17 @@ figure.card { margin: 0; }
 img.plot { max-width: 560px; width: 100%; border: 1px solid var(--line); border-radius: 4px; }
 .notes li { color: var(--muted); }
 .err { color: var(--bad); font-weight: 600; }
+.pg { display: inline-block; font: 12px/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; border-radius: 4px;
+      padding: 0 4px; margin: 1px 3px 1px 0; border: 1px solid var(--line); overflow-wrap: anywhere; }
+.pg.hit { background: #e3f4ea; border-color: var(--good); color: #1e5e3a; }
+.pg.miss { background: #fbe9e7; border-color: var(--bad); color: #8e2a1f; }
+.pg.gold { background: var(--gold); border-color: var(--goldline); }
+.pg.gold.miss { background: #fff; border-style: dashed; color: var(--muted); }
+.pages .lab { color: var(--muted); font-size: 11px; margin-right: 3px; }
+#qtable td { overflow-wrap: anywhere; }
+#qtable td:nth-child(1), #qtable td:nth-child(3), #qtable td:nth-child(4) { white-space: nowrap; overflow-wrap: normal; }
+#qtable td.pages-cell { min-width: 260px; }
+.card { max-width: 100%; overflow-x: auto; }
 """
 
 JS = r"""
@@ -93,7 +104,8 @@ JS = r"""
   function cnt(x) { return isNum(x) ? (Number.isInteger(x) ? String(x) : x.toFixed(1)) : "–"; }
   function show(x) { return x === null || x === undefined || x === "" ? "–" : String(x); }
   function classColor(name) {
-    if (name === "correct") return "#2e8b57";
+    var bare = String(name).replace(/^pages:/, "");   // the good classes in green, values and pages alike
+    if (bare === "correct" || bare === "all_pools" || bare === "none_needed") return "#2e8b57";
     var h = 0;
     for (var i = 0; i < String(name).length; i++) h = (h * 31 + String(name).charCodeAt(i)) >>> 0;
     return PALETTE[h % PALETTE.length];
@@ -103,7 +115,8 @@ JS = r"""
     return el("span", {class: "cls", style: "background:" + classColor(name), "data-class": name, text: name});
   }
   function bar(value, max, color, width) {
-    var w = max > 0 && isNum(value) ? Math.max(value > 0 ? 2 : 0, Math.round((width || 120) * value / max)) : 0;
+    var full = width || 120;   // never wider than its slot, whatever the scale
+    var w = max > 0 && isNum(value) ? Math.min(full, Math.max(value > 0 ? 2 : 0, Math.round(full * value / max))) : 0;
     return el("span", {class: "bar", style: "width:" + w + "px" + (color ? ";background:" + color : "")});
   }
   function section(id, title) {
@@ -129,6 +142,23 @@ JS = r"""
 
   // --- one question: truth, answers, samples, contexts -------------------------------------
   function refs(list) { return list && list.length ? list.join(", ") : "–"; }
+  // a typed question's cited pages (each marked: in a gold pool or not) and its gold pools
+  // (each marked: hit by a cited page or not), with the page class
+  function pagesView(P, withClass) {
+    if (!P) return el("span", {class: "muted", text: "–"});
+    var cited = P.cited.length ? P.cited.map(function (c) {
+      return el("span", {class: "pg " + (c[1] ? "hit" : "miss"), title: c[1] ? "in a gold pool" : "in no gold pool",
+        text: (c[1] ? "✓ " : "✗ ") + c[0]});
+    }) : [el("span", {class: "muted", text: "none"})];
+    var pools = P.pools.length ? P.pools.map(function (g) {
+      return el("span", {class: "pg gold" + (g[1] ? "" : " miss"), title: g[1] ? "pool hit" : "pool not cited",
+        text: (g[1] ? "✓ " : "○ ") + g[0]});
+    }) : [el("span", {class: "muted", text: "none"})];
+    return el("div", {class: "pages", "data-page-class": P["class"] || ""},
+      withClass ? el("div", {}, classTag(P["class"]), " ", el("span", {class: "muted", text: P.detail || ""})) : null,
+      el("div", {class: "cited"}, el("span", {class: "lab", text: "cited"}), cited),
+      el("div", {class: "gold-pools"}, el("span", {class: "lab", text: "gold"}), pools));
+  }
   function contextView(ctx, closed) {
     if (!ctx || !ctx.length) return el("p", {class: "muted", text: "No context recorded (the retrieve artifact is gone, or the question was not asked)."});
     return ctx.map(function (c) {
@@ -173,6 +203,7 @@ JS = r"""
         el("span", {class: "k", text: "submitted"}), el("span", {text: show(q.pred)}),
         el("span", {class: "k", text: "submitted refs"}), el("span", {text: show(q.pred_ref)}),
         el("span", {class: "k", text: "class"}), el("span", {}, classTag(q["class"]), " ", q.detail || ""),
+        q.pages ? [el("span", {class: "k", text: "pages"}), pagesView(q.pages, true)] : null,
         el("span", {class: "k", text: "evidence"}), el("span", {text: (q.evidence || []).join(", ") || "–"})),
       answerKv(q), el("h3", {text: "Samples"}), samplesView(q),
       el("h3", {text: "What the model saw"}), contextView(q.contexts));
@@ -185,6 +216,10 @@ JS = r"""
       " · " + show(R.n) + " questions · generated " + D.generated;
     var iv = R.interval;
     var comps = R.components || [];
+    // bars on one scale that fits the card: 1 for a mean, the question count for a summed score,
+    // or the largest component when that is larger
+    var cmax = Math.max.apply(null, [R.combine === "sum" && isNum(R.n) ? R.n : 1].concat(
+      comps.map(function (c) { return isNum(c.value) ? Math.abs(c.value) : 0; })));
     add(app, section("score", "Score",
       el("div", {class: "cards"},
         el("div", {class: "card"}, el("div", {class: "big", id: "score-value", text: f4(R.score)}),
@@ -193,7 +228,7 @@ JS = r"""
         el("div", {class: "card"}, table(["component", {cls: "num", text: "weight"}, {cls: "num", text: "value"}, ""],
           comps.map(function (c) {
             return el("tr", {class: "component"}, td(c.name), td(isNum(c.weight) ? String(c.weight) : "–", "num"),
-              td(f4(c.value), "num"), td(bar(c.value, 1)));
+              td(f4(c.value), "num"), td(bar(c.value, cmax)));
           }), {id: "components"})),
         el("div", {class: "card"}, el("div", {class: "kv"},
           el("span", {class: "k", text: "run"}), el("span", {text: show(R.id)}),
@@ -211,7 +246,9 @@ JS = r"""
     });
     var listed = (R.classes && R.classes.length) ? R.classes : Object.keys(counts);
     var classes = listed.filter(function (k) { return counts[k]; });
-    var empty = listed.filter(function (k) { return !counts[k]; });
+    var kindKeys = {};   // with kinds: only the classes some kind here can take
+    Object.keys(E.by_kind || {}).forEach(function (k) { Object.keys(E.by_kind[k]).forEach(function (c) { kindKeys[c] = 1; }); });
+    var empty = listed.filter(function (k) { return !counts[k] && (!Object.keys(kindKeys).length || kindKeys[k]); });
     var maxes = cols.map(function (c) {
       return Math.max.apply(null, [0].concat(classes.map(function (k) { return c[1][k] || 0; })));
     });
@@ -230,10 +267,30 @@ JS = r"""
     }), td(""));
     rows.push(totals);
     add(app, section("classes", "Error classes",
-      el("p", {class: "muted", text: "Every question in one class; columns split by the truth's answer kind and the " +
-        "question's evidence type (evidence flags overlap). Click a class to list its questions." +
+      el("p", {class: "muted", text: "Every question in one class; columns split by the answer kind (the task's own kinds where it " +
+        "declares them, else the truth's) and the question's evidence type (evidence flags overlap). Click a class to list its questions." +
         (empty.length ? " No question in: " + empty.join(", ") + "." : "")}),
       table(["class"].concat(cols.map(function (c) { return {cls: "num", text: c[0]}; })).concat(["detail"]), rows, {id: "class-table"})));
+    var PG = E.pages;
+    if (PG && PG.counts) {
+      var pcols = [["all", PG.counts]];
+      Object.keys(PG.by_kind || {}).forEach(function (k) { pcols.push(["kind: " + k, PG.by_kind[k]]); });
+      pcols = pcols.filter(function (c, i) { return i === 0 || Object.keys(c[1]).some(function (k) { return c[1][k]; }); });
+      var pnames = Object.keys(PG.counts).filter(function (k) { return PG.counts[k]; });
+      var pmax = Math.max.apply(null, [0].concat(pnames.map(function (k) { return PG.counts[k]; })));
+      add(app, section("pages", "Cited pages",
+        el("p", {class: "muted", text: "Beside the value class: the cited pages against the gold pools (all_pools: every pool " +
+          "hit, nothing else; extra_pages: every pool hit plus pages outside them; some_pools; no_pools; none_needed: no pool, " +
+          "nothing cited). Click one to list its questions."}),
+        table(["pages"].concat(pcols.map(function (c) { return {cls: "num", text: c[0]}; })), pnames.map(function (k) {
+          return el("tr", {class: "page-row", "data-page-class": k},
+            td(el("a", {href: "#questions", onclick: function () { setPageFilter(k); }}, classTag(k))),
+            pcols.map(function (c) {
+              var v = c[1][k] || 0;
+              return el("td", {class: "barcell num", "data-col": c[0]}, bar(v, pmax, classColor(k), 60), String(v));
+            }));
+        }), {id: "page-table"})));
+    }
 
     var Q = R.questions || [];
     var select = el("select", {id: "class-filter"}, el("option", {value: "", text: "all classes (" + Q.length + ")"}),
@@ -242,13 +299,19 @@ JS = r"""
       }));
     var unscored = Q.filter(function (q) { return !q.scored; }).length;
     if (unscored) add(select, el("option", {value: "-", text: "not scored (" + unscored + ")"}));
+    var hasPages = Q.some(function (q) { return q.pages; });
+    var pageSelect = hasPages ? el("select", {id: "page-filter"}, el("option", {value: "", text: "all cited pages"}),
+      Object.keys((E.pages || {}).counts || {}).filter(function (k) { return E.pages.counts[k]; }).map(function (k) {
+        return el("option", {value: k, text: "pages: " + k + " (" + E.pages.counts[k] + ")"});
+      })) : null;
     var search = el("input", {id: "search", type: "search", placeholder: "search question, id, truth or answer"});
     var shown = el("span", {id: "shown", class: "muted"});
     var body = el("tbody");
     var items = Q.map(function (q) {
       var row = el("tr", {class: "q", "data-qid": q.qid, "data-class": q["class"] || ""},
         td(q.qid), td(show(q.question)), td(show(q.kind)), td(q.scored ? classTag(q["class"]) : el("span", {class: "muted", text: "not scored"})),
-        td(show(q.truth)), td(show(q.pred)), td(isNum(q.agreement) ? (100 * q.agreement).toFixed(0) + " %" : "–", "num"));
+        td(show(q.truth)), td(show(q.pred)), hasPages ? td(pagesView(q.pages, true), "pages-cell") : null,
+        td(isNum(q.agreement) ? (100 * q.agreement).toFixed(0) + " %" : "–", "num"));
       var hay = [q.qid, q.question, q.truth, q.pred, q.voted].join(" ").toLowerCase();
       var item = {q: q, row: row, detail: null, hay: hay};
       row.addEventListener("click", function () { toggle(item); });
@@ -259,14 +322,16 @@ JS = r"""
       if (item.detail) {
         item.detail.parentNode.removeChild(item.detail); item.detail = null; item.row.classList.remove("open"); return;
       }
-      item.detail = el("tr", {class: "detail", "data-qid": item.q.qid}, el("td", {colspan: 7}, questionDetail(item.q)));
+      item.detail = el("tr", {class: "detail", "data-qid": item.q.qid}, el("td", {colspan: hasPages ? 8 : 7}, questionDetail(item.q)));
       item.row.parentNode.insertBefore(item.detail, item.row.nextSibling);
       item.row.classList.add("open");
     }
     function apply() {
       var cls = select.value, words = search.value.toLowerCase().split(/\s+/).filter(Boolean), n = 0;
+      var pcls = pageSelect ? pageSelect.value : "";
       items.forEach(function (it) {
-        var ok = (!cls || it.q["class"] === cls || (cls === "-" && !it.q.scored)) && words.every(function (w) { return it.hay.indexOf(w) >= 0; });
+        var ok = (!cls || it.q["class"] === cls || (cls === "-" && !it.q.scored)) && words.every(function (w) { return it.hay.indexOf(w) >= 0; }) &&
+          (!pcls || (it.q.pages && it.q.pages["class"] === pcls));
         it.row.style.display = ok ? "" : "none";
         if (it.detail) it.detail.style.display = ok ? "" : "none";
         if (ok) n++;
@@ -274,13 +339,16 @@ JS = r"""
       shown.textContent = n + " of " + items.length + " questions";
     }
     function setFilter(k) { select.value = k; apply(); }
+    function setPageFilter(k) { if (pageSelect) { pageSelect.value = k; apply(); } }
+    if (pageSelect) pageSelect.addEventListener("change", apply);
     select.addEventListener("change", apply);
     search.addEventListener("input", apply);
     add(app, section("questions", "Questions",
-      el("div", {class: "controls"}, select, search, shown),
+      el("div", {class: "controls"}, select, pageSelect, search, shown),
       el("p", {class: "muted", text: "Click a question for its truth, the voted answer, every sample and the context " +
         "the model saw (blocks of the gold documents marked)."}),
-      (function () { var t = table(["id", "question", "kind", "class", "truth", "submitted", {cls: "num", text: "agreement"}], [], {id: "qtable"});
+      (function () { var t = table(["id", "question", "kind", "class", "truth", "submitted"].concat(hasPages ? ["cited pages vs gold"] : [])
+          .concat([{cls: "num", text: "agreement"}]), [], {id: "qtable"});
         t.replaceChild(body, t.tBodies[0]); return t; })()));
     apply();
   }
@@ -292,6 +360,7 @@ JS = r"""
       el("div", {class: "kv"},
         el("span", {class: "k", text: "answer"}), el("span", {class: "answer", text: show(s.answer)}),
         el("span", {class: "k", text: "refs"}), el("span", {text: show(s.ref)}),
+        s.pages ? [el("span", {class: "k", text: "pages"}), pagesView(s.pages, true)] : null,
         el("span", {class: "k", text: "agreement"}),
         el("span", {text: isNum(s.agreement) ? (100 * s.agreement).toFixed(0) + " % of " + show(s.n_votes) + " votes" : "–"})),
       s.samples ? el("details", {}, el("summary", {text: "samples (" + s.samples.length + ")"}), samplesView(s)) : null,
@@ -307,20 +376,43 @@ JS = r"""
     if (!F.rows.length) add(box, el("p", {class: "muted", text: "No question changed."}));
     F.rows.forEach(function (r) {
       add(box, el("div", {class: "flip", "data-qid": r.qid, "data-change": r.change},
-        el("h3", {}, el("span", {class: r.change, text: r.change}), " " + r.qid + " (" + s4(r.delta) + ") ", show(r.question)),
+        el("h3", {}, el("span", {class: r.change, text: r.change}), " " + r.qid + " (" + s4(r.delta) + ") ",
+          r.kind ? el("span", {class: "muted", text: "[" + r.kind + "] "}) : null, show(r.question)),
         el("div", {class: "kv"}, el("span", {class: "k", text: "truth"}), el("span", {class: "truth", text: show(r.truth)}),
           el("span", {class: "k", text: "truth refs (gold)"}), el("span", {text: show(r.truth_ref)})),
         el("div", {class: "pair"}, sideView(r.a), sideView(r.b))));
     });
     return box;
   }
+  function isPage(k) { return String(k).slice(0, 6) === "pages:"; }
+  // the error classes per point (or run), the page classes in a table of their own, and the
+  // split by answer kind (rows: point · kind) where the report has it
+  function classTables(all, rows, kinds, prefix) {
+    var out = [classTable(all.filter(function (k) { return !isPage(k); }), rows, prefix + "class-table")];
+    var pages = all.filter(isPage);
+    if (pages.some(function (k) { return rows.some(function (r) { return r.counts[k]; }); })) {
+      out.push(el("h3", {text: "Cited pages against the gold pools"}), classTable(pages, rows, prefix + "page-table"));
+    }
+    if (kinds && kinds.length) {
+      var names = [];
+      kinds.forEach(function (r) { Object.keys(r.counts).forEach(function (k) { if (names.indexOf(k) < 0) names.push(k); }); });
+      out.push(el("h3", {text: "By answer kind"}), el("p", {class: "muted", text: "The same classes split by each question's " +
+        "answer kind (the task's kinds)."}),
+        classTable(names.filter(function (k) { return !isPage(k); }), kinds, prefix + "kind-table"));
+      if (names.some(isPage)) {
+        out.push(el("h3", {text: "Cited pages by answer kind"}), classTable(names.filter(isPage), kinds, prefix + "kind-page-table"));
+      }
+    }
+    return out;
+  }
   function classTable(all, rows, id) {
     var names = all.filter(function (k) { return rows.some(function (r) { return r.counts[k]; }); });
+    var pagesOnly = names.length && names.every(isPage);   // under a "cited pages" heading: the class alone
     var max = 0;
     rows.forEach(function (r) { names.forEach(function (k) { if (isNum(r.counts[k])) max = Math.max(max, r.counts[k]); }); });
-    return table(["point"].concat(names.map(function (k) { return {cls: "num", text: k}; })), rows.map(function (r) {
+    return table(["point"].concat(names.map(function (k) { return {cls: "num", text: pagesOnly ? k.slice(6) : k}; })), rows.map(function (r) {
       return el("tr", {class: "point-row"}, td(r.label), names.map(function (k) {
-        return el("td", {class: "barcell num", "data-class": k}, bar(r.counts[k], max, classColor(k), 60), cnt(r.counts[k]));
+        return el("td", {class: "barcell num", "data-class": k}, bar(r.counts[k], max, classColor(k), 40), cnt(r.counts[k]));
       }));
     }), {id: id});
   }
@@ -371,9 +463,9 @@ JS = r"""
     }
     if (S.classes && S.classes.length) {
       add(app, section("classes", "Error classes per point", el("p", {class: "muted", text: "Questions per class, mean over the point's runs."}),
-        classTable(S.classes, S.cells.map(function (c) {
+        classTables(S.classes, S.cells.map(function (c) {
           return {label: S.keys.map(function (k) { return k + "=" + c[k]; }).join(", ") || "all", counts: c};
-        }), "class-table")));
+        }), S.kinds, "")));
     }
     add(app, section("flips", "Flipped questions: the best point against the baseline", flipsView(S.flips, "flip-list")));
   }
@@ -404,9 +496,9 @@ JS = r"""
     var names = [];
     Object.keys(C.errors || {}).forEach(function (n) { Object.keys(C.errors[n]).forEach(function (k) { if (names.indexOf(k) < 0) names.push(k); }); });
     if (names.length) {
-      add(app, section("classes", "Error classes", classTable(names, Object.keys(C.errors).map(function (n) {
+      add(app, section("classes", "Error classes", classTables(names, Object.keys(C.errors).map(function (n) {
         return {label: n, counts: C.errors[n]};
-      }), "class-table")));
+      }), C.kinds, "")));
     }
     var box = section("flips", "Flipped questions");
     C.flips.forEach(function (F, i) { add(box, [el("h3", {text: F.label}), flipsView(F, "flip-list-" + i)]); });

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from kohaku.core.errors import MetricError
-from kohaku.report.compare import Config, class_names, error_counts, score_matrix
+from kohaku.report.compare import PAGE_PREFIX, Config, class_names, error_counts, page_counts, score_matrix
 from kohaku.tasks.components import (Metric, class_order, describe_metrics, read_scores_json, scores_json_of,
                                      variant_metric, with_classes)
 from kohaku.report.paired import N_RESAMPLES, SEED, ScoreMatrix, bootstrap, compare
@@ -50,7 +50,8 @@ class SweepComparison:
     n_resamples: int
     variant: str | None
     metric: Metric | None = None
-    classes: list[str] = field(default_factory=list)  # the error-class columns of ``cells``
+    # the error-class columns of ``cells`` (then a typed task's page classes, pages:<class>)
+    classes: list[str] = field(default_factory=list)
 
 
 def _point_number(run_id: str, run_path: str) -> tuple[int, str]:
@@ -191,11 +192,14 @@ def sweep_comparison(
             row.update(delta=p.delta, delta_lo=p.lo, delta_hi=p.hi, p=p.p, p_holm=p.p_holm,
                        sig="*" if p.significant else "", fixed=p.fixed, broken=p.broken)
         row.update(error_counts(config, m.qids, class_list))
+        row.update(page_counts(config, m.qids))   # a typed task's page classes (pages:...)
         cell_rows.append(row)
     schema: dict[str, Any] = {k: ok.schema[k] for k in keys}
     schema.update({"n_runs": pl.Int64, "score": pl.Float64, "score_lo": pl.Float64, "score_hi": pl.Float64,
                    "seed_sd": pl.Float64, "delta": pl.Float64, "delta_lo": pl.Float64, "delta_hi": pl.Float64,
                    "p": pl.Float64, "p_holm": pl.Float64, "sig": pl.String, "fixed": pl.Int64, "broken": pl.Int64})
+    page_list = list(dict.fromkeys(k for r in cell_rows for k in r if k.startswith(PAGE_PREFIX)))
+    class_list += page_list
     schema.update({cls: pl.Float64 for cls in class_list})
     cell_table = pl.DataFrame(cell_rows, schema=schema, strict=False)
 

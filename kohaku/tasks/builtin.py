@@ -14,7 +14,8 @@ Signatures:
   row for the question); ``env`` gives the LLM backend and generation cache to metrics that
   need a model, and the task (its answer kinds and page bases). A metric of ``level: set``
   returns one number for all rows (an F1 over the set, a total).
-- classes: ``fn(table) -> (table with answer_kind, error_class, error_detail, summary dict)``
+- classes: ``fn(table) -> (table with answer_kind, error_class, error_detail, summary dict)``;
+  ``fn(table, task)`` for classes that read the task (``typed``, kohaku.tasks.typed_classes)
 """
 
 from __future__ import annotations

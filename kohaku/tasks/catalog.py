@@ -19,7 +19,8 @@ Kinds and signatures (kohaku.tasks.builtin's docstring has the details):
 - table:   ``fn(answers, questions) -> DataFrame``: a fixed-format writer's submission table, not
   written (the ensemble of that format's submissions, kohaku.answer.ensemble)
 - metric:  ``fn(rows, params, env) -> list[float | None]`` (or one number at ``level: set``)
-- classes: ``fn(table) -> (table with error classes, summary)``
+- classes: ``fn(table) -> (table with error classes, summary)``, or ``fn(table, task)`` for
+  classes that read the task (its answer kinds: ``typed``)
 - scorer:  ``fn(task, solutions, submission, variant, subset, strict, backend, cache) -> TaskScore``
 - columns: ``fn(task) -> (id column, value column)`` of a writer whose columns are fixed
 - layout:  ``fn(task) -> kohaku.tasks.check.Layout``: a fixed-format writer's columns for the
@@ -52,7 +53,8 @@ GENERIC: dict[str, dict[str, str]] = {
         "na_f1": f"{_BUILTIN}:na_f1_metric",
         "kind_value": "kohaku.tasks.kind_metrics:kind_value_metric",
     },
-    "classes": {"generic": f"{_BUILTIN}:generic_classes"},
+    "classes": {"generic": f"{_BUILTIN}:generic_classes",
+                "typed": "kohaku.tasks.typed_classes:typed_classes"},
     "scorer": {"components": "kohaku.tasks.scoring:score_components"},
     "columns": {},
     "layout": {},

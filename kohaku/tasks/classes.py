@@ -9,7 +9,9 @@ no ``f1``). Output (:func:`classify`): the same table with ``answer_kind``,
 ``error_class`` and ``error_detail`` added; :func:`error_summary` counts them.
 
 ``answer_kind`` is ``number`` when the truth is an amount
-(:func:`kohaku.tasks.amounts.parse_amount`), ``text`` otherwise.
+(:func:`kohaku.tasks.amounts.parse_amount`), ``text`` otherwise. A task that declares its answer
+kinds gets the typed classes instead (:mod:`kohaku.tasks.typed_classes`: by the task's own kinds,
+N/A both ways, and the cited pages beside them), which reuse the number classes below.
 
 The classes, tried in this order (the first that applies wins):
 
@@ -77,7 +79,8 @@ def answer_kind(truth: str | None) -> str:
     return "number" if parse_amount(truth) is not None else "text"
 
 
-def _number_class(t: Amount, pred: str) -> tuple[str, str]:
+def number_class(t: Amount, pred: str) -> tuple[str, str]:
+    """(class, detail) of a wrong number ``pred`` against the amount ``t`` (4. above)."""
     p = parse_amount(pred)
     if p is None:
         return "wrong_number", "not a number"
@@ -110,7 +113,7 @@ def classify_row(row: dict[str, Any]) -> tuple[str, str, str]:
     if row.get("correct"):
         return kind, "correct", ""
     if kind == "number":
-        return (kind, *_number_class(parse_amount(truth), str(pred)))  # type: ignore[arg-type]
+        return (kind, *number_class(parse_amount(truth), str(pred)))  # type: ignore[arg-type]
     f1 = row.get("f1", row.get("token_f1"))
     if f1 is not None and f1 == f1 and f1 >= PARTIAL_F1:
         return kind, "partial", f"f1 {f1:.2f}"

@@ -20,6 +20,7 @@ recompute the score on a resample.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,7 +37,8 @@ from kohaku.tasks.catalog import DEFAULT_VARIANT
 from kohaku.tasks.builtin import MetricEnv, is_blank_answer
 from kohaku.tasks.io import read_rows
 from kohaku.tasks.submissions import read_submission
-from kohaku.tasks.spec import ScoreSpec, Task
+from kohaku.tasks.typed_classes import page_columns
+from kohaku.tasks.spec import DEFAULT, Task
 
 log = logging.getLogger("kohaku.score")
 
@@ -93,8 +95,15 @@ EMPTY_SCORES = {
 
 
 def task_classes(task: Task, table: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """``table`` with the task's error classes (``score.classes``) and their summary."""
-    return registry.lookup("classes", task.score.classes, "task.score.classes")(table)
+    """``table`` with the task's error classes (``score.classes``; null: ``typed`` for a task
+    with answer kinds, Task.error_classes) and their summary; a classes function with a
+    ``task`` parameter is given the task."""
+    fn = registry.lookup("classes", task.error_classes, "task.score.classes")
+    try:
+        takes_task = "task" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes_task = False
+    return fn(table, task=task) if takes_task else fn(table)
 
 
 def score_code_key(values: Any) -> Any:
@@ -103,8 +112,10 @@ def score_code_key(values: Any) -> Any:
     so editing a metric re-scores."""
     if not isinstance(values, dict):
         return values
-    default = ScoreSpec.__dataclass_fields__["classes"].default
-    code = {f"classes:{values.get('classes', default)}": registry.code_hash("classes", str(values.get("classes", default)))}
+    named = values.get("classes")
+    # null: typed or the default task's, by the task's kinds (Task.error_classes): both hashed
+    choices = [str(named)] if named is not None else ["typed", str(DEFAULT["classes"])]
+    code = {f"classes:{c}": registry.code_hash("classes", c) for c in choices}
     for m in values.get("metrics") or []:
         if isinstance(m, dict) and m.get("fn"):
             code[f"metric:{m['fn']}"] = registry.code_hash("metric", str(m["fn"]))
@@ -258,7 +269,12 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     schema: dict[str, Any] = {"qid": pl.String, "question": pl.String, "truth": pl.String,
                               "pred": pl.String, "pred_blank": pl.Boolean, "missing": pl.Boolean}
     table = pl.DataFrame([{k: r[k] for k in schema} for r in rows], schema=schema)
-    table = table.with_columns(*cited_pages(task, rows))
+    table = table.with_columns(*cited_pages(task, rows), *page_columns(task, rows))
+    if kinds.enabled:   # each question's kind (the solutions', else the submission's kind column)
+        sub_kind = {s: c for c, s in task.submission.columns.items()}.get("kind")
+        table = table.with_columns(pl.Series("kind", [
+            (r["solution"].get(kind_col) if kind_col else None)
+            or ((r["submission"] or {}).get(sub_kind) if sub_kind else None) for r in rows], dtype=pl.String))
     for name, values in columns.items():
         table = table.with_columns(pl.Series(name, values, dtype=pl.Boolean if name.endswith("_covered")
                                              else pl.Float64))

@@ -319,7 +319,9 @@ class ScoreSpec:
     scorer: str = DEFAULT["scorer"]   # the default task's (score.variant picks the variant) | components
     metrics: list[dict[str, Any]] = field(default_factory=list)   # components scorer: MetricSpec each
     correct: str | None = None        # component whose value >= 0.5 makes a question correct (classes)
-    classes: str = DEFAULT["classes"] # error classes: the default task's | generic | module:function
+    # error classes: generic | typed (by answer kind, with cited pages) | the default task's |
+    # module:function; null: typed for a task with answer.kinds, else the default task's
+    classes: str | None = None
     # components scorer: how the competition combines per-question values (mean: each component
     # the mean over its questions; sum: the total of its points) and prints the figures
     combine: str = "mean"             # mean | sum
@@ -400,6 +402,14 @@ class Task:
                         f"task.score.metrics[{i}].params.{key}={params[key]} disagrees with {where}="
                         f"{base}; pages are counted one way per task: drop the metric's {key} and set "
                         f"{where}")
+
+    @property
+    def error_classes(self) -> str:
+        """The error classes' function: ``score.classes``, else ``typed`` for a task with answer
+        kinds (kohaku.tasks.typed_classes), else the default task's."""
+        if self.score.classes is not None:
+            return self.score.classes
+        return "typed" if self.answer.kinds.enabled else DEFAULT["classes"]
 
     @property
     def prompt_fields(self) -> tuple[str, ...]:

@@ -40,7 +40,10 @@ def _header(path: Path | None, fmt: str | None, what: str) -> list[str] | None:
 def _check_functions(task: Task) -> None:
     registry.lookup("group", task.vote.group, "task.vote.group")
     registry.lookup("writer", task.submission.writer, "task.submission.writer")
-    registry.lookup("classes", task.score.classes, "task.score.classes")
+    registry.lookup("classes", task.error_classes, "task.score.classes")
+    if task.error_classes == "typed" and not task.answer.kinds.enabled:
+        raise ConfigError("task.score.classes=typed reads each question's answer kind: set "
+                          "task.answer.kinds (column and types), or use generic")
     registry.lookup("scorer", task.score.scorer, "task.score.scorer")
     if task.score.scorer == "components":
         for i, m in enumerate(task.score.metric_specs):
