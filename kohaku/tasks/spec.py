@@ -296,6 +296,9 @@ class SolutionsSpec:
 
 
 LEVELS = ("question", "set")
+#: what a metric does with a row whose value is empty: unanswered (it scores
+#: score.unanswered) | score (the metric scores it: a page metric sees the cited pages)
+EMPTY = ("unanswered", "score")
 COMBINE = ("mean", "sum")
 ROUNDING = ("python", "half_up", "half_even")
 
@@ -307,11 +310,17 @@ class MetricSpec:
     weight: float = 1.0               # weight in the score (0: reported beside it)
     params: dict[str, Any] = field(default_factory=dict)   # the function's settings
     level: str = "question"           # question: one value per question; set: one value for all
+    # a row whose value is empty ("", [], the blank cell): unanswered (scores score.unanswered, as a
+    # missing row does) | score (the metric scores the row: a page metric sees its cited pages)
+    empty: str = "unanswered"
 
     def validate(self) -> None:
         if self.level not in LEVELS:
             raise ConfigError(f"task.score.metrics[{self.name}].level={self.level!r}; use one of "
                               f"{', '.join(LEVELS)}")
+        if self.empty not in EMPTY:
+            raise ConfigError(f"task.score.metrics[{self.name}].empty={self.empty!r}; use one of "
+                              f"{', '.join(EMPTY)}")
 
 
 @dataclass
@@ -333,7 +342,13 @@ class ScoreSpec:
     def metric_specs(self) -> list[MetricSpec]:
         out = []
         for i, m in enumerate(self.metrics):
-            out.append(build(MetricSpec, m, f"task.score.metrics[{i}]"))
+            spec = build(MetricSpec, m, f"task.score.metrics[{i}]")
+            # every named function declares its params (kohaku.tasks.catalog): a misspelled one
+            # is refused here, when the task is built
+            from kohaku.tasks.registry import check_params
+
+            check_params("metric", spec.fn, spec.params, f"task.score.metrics[{i}].params")
+            out.append(spec)
         return out
 
     def validate(self) -> None:
@@ -343,8 +358,8 @@ class ScoreSpec:
             raise ConfigError(f"task.score.rounding={self.rounding!r}; use one of {', '.join(ROUNDING)}")
         if self.round is not None and (not isinstance(self.round, int) or self.round < 0):
             raise ConfigError(f"task.score.round={self.round!r}; give a number of decimals (>= 0) or null")
+        specs = self.metric_specs          # each metric's params checked, whatever the scorer
         if self.scorer == "components":
-            specs = self.metric_specs
             if not specs:
                 raise ConfigError("task.score.scorer=components needs task.score.metrics")
             names = [m.name for m in specs]
