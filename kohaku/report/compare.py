@@ -423,12 +423,16 @@ def flip_lines(rows: list[dict[str, Any]], shown: int, width: int = 60) -> list[
         s = "<missing>" if x is None else str(x).replace("\n", " ")
         return s if len(s) <= w else s[: w - 1] + "…"
 
+    def full(x: Any) -> str:
+        # cited refs or pages in full: a flip is often a page, and the page is at the end
+        return "<missing>" if x is None else str(x).replace("\n", " ")
+
     lines = []
     for r in rows[:shown]:
         lines.append(f"  {r['change']:<6} {r['qid']:<7} {r['delta']:+.3f}  {cut(r['question'], width)}")
-        lines.append(f"         truth {cut(r['truth'], 28):<30}{cut(r['truth_ref'], 40)}")
-        lines.append(f"         A     {cut(r['a_answer'], 28):<30}{cut(r['a_ref'], 40):<42}{r['a_class'] or ''}")
-        lines.append(f"         B     {cut(r['b_answer'], 28):<30}{cut(r['b_ref'], 40):<42}{r['b_class'] or ''}")
+        lines.append(f"         truth {cut(r['truth'], 28):<30}{'':<22}{full(r['truth_ref'])}")
+        lines.append(f"         A     {cut(r['a_answer'], 28):<30}{(r['a_class'] or ''):<22}{full(r['a_ref'])}")
+        lines.append(f"         B     {cut(r['b_answer'], 28):<30}{(r['b_class'] or ''):<22}{full(r['b_ref'])}")
     if len(rows) > shown:
         lines.append(f"  ... {len(rows) - shown} more (--flips N shows more; --json has them all)")
     return lines

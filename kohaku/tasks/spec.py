@@ -51,6 +51,8 @@ REFERENCES = ("doc", "doc_page")
 KIND_TYPES = ("number", "boolean", "name", "names", "date", "text")
 LIST_FORMATS = ("python", "json", "semicolon")
 WRITERS_WITH_COLUMNS = ("columns", "json")
+DUPLICATES = ("first", "last", "error")   # submission.duplicates
+PAGE_READINGS = ("number", "integer")      # submission.pages
 #: the default task's names (its room's DEFAULTS): the task name and the functions a task that
 #: names none takes
 DEFAULT = default_names()
@@ -83,6 +85,14 @@ class KindSpec:
     max_pages: int | None = None      # references: at most this many cited pages (null: all)
     similarity: float | None = None   # text: token F1 at which two samples agree; null: the first
     #                                   non-blank sample wins
+    # reading a submitted value as strictly as the competition's scorer does (scoring only):
+    strict: bool = False              # number: only what Python's float() reads ("0.25%", "$5", "1.5
+    #                                   million", "1,200" are no number); false: kohaku's amount rules
+    delimiter: str | None = None      # names: a submitted string that is no list is split on it
+    #                                   ("a, b" with ",": two names); null: on ";" when it has one
+    list_text: bool = True            # names: a submitted string that looks like a list ("['a', 'b']")
+    #                                   is the list; false: only a JSON array is (the string is split
+    #                                   on delimiter, else one name)
 
     def validate(self) -> None:
         if self.type not in KIND_TYPES:
@@ -94,6 +104,12 @@ class KindSpec:
                 raise ConfigError(f"{key} must be >= 0 or null")
         if self.similarity is not None and not 0 < self.similarity <= 1:
             raise ConfigError(f"similarity={self.similarity}; use a token F1 in (0, 1] or null")
+        if self.delimiter is not None and not str(self.delimiter):
+            raise ConfigError("delimiter is empty; give the separator (e.g. ',') or null")
+        for key, types in (("strict", ("number",)), ("delimiter", ("names",)), ("list_text", ("names",))):
+            default = KindSpec.__dataclass_fields__[key].default
+            if getattr(self, key) != default and self.type not in types:
+                raise ConfigError(f"{key} reads a {' or '.join(types)} value; this kind's type is {self.type}")
 
 
 @dataclass
@@ -255,10 +271,25 @@ class SubmissionSpec:
     #                                   to corpus.root; null: corpus.metadata
     schema: str | None = None         # JSON schema file the document (json) or each row (columns)
     #                                   must pass before it is written (kohaku.core.schema_check)
+    ensure_ascii: bool = False        # json writer: non-ASCII escaped as \uXXXX (as json.dump's
+    #                                   default writes it), for a reader that expects pure ASCII
+    # reading submissions (scoring, compare, ensemble): a question answered more than once:
+    # first (the first row) | last (the last row) | error (refused); reported either way
+    duplicates: str = "first"
+    # a cited page: number (an integral number: 88 or 88.0; 88.5 is no page) | integer (only
+    # integer digits: 88.0 is no page either); an item that is no page never matches a gold page
+    pages: str = "number"
+    trim_doc_ids: bool = True         # a cited document id read without surrounding spaces (false:
+    #                                   as written, so "abc " is not "abc")
 
     def validate(self) -> None:
         if self.list_format not in LIST_FORMATS:
             raise ConfigError(f"task.submission.list_format={self.list_format!r}; use python, json or semicolon")
+        if self.duplicates not in DUPLICATES:
+            raise ConfigError(f"task.submission.duplicates={self.duplicates!r}; use one of "
+                              f"{', '.join(DUPLICATES)}")
+        if self.pages not in PAGE_READINGS:
+            raise ConfigError(f"task.submission.pages={self.pages!r}; use one of {', '.join(PAGE_READINGS)}")
         if self.writer in WRITERS_WITH_COLUMNS:
             if not self.columns:
                 raise ConfigError(f"task.submission.writer={self.writer} needs task.submission.columns "
