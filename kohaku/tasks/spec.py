@@ -85,14 +85,17 @@ class KindSpec:
     max_pages: int | None = None      # references: at most this many cited pages (null: all)
     similarity: float | None = None   # text: token F1 at which two samples agree; null: the first
     #                                   non-blank sample wins
-    # reading a submitted value as strictly as the competition's scorer does (scoring only):
-    strict: bool = False              # number: only what Python's float() reads ("0.25%", "$5", "1.5
-    #                                   million", "1,200" are no number); false: kohaku's amount rules
-    delimiter: str | None = None      # names: a submitted string that is no list is split on it
-    #                                   ("a, b" with ",": two names); null: on ";" when it has one
-    list_text: bool = True            # names: a submitted string that looks like a list ("['a', 'b']")
-    #                                   is the list; false: only a JSON array is (the string is split
-    #                                   on delimiter, else one name)
+
+    # reading a submitted value as strictly as the competition's scorer (scoring only; the gold
+    # is read by kohaku's rules). number: only what Python's float() reads ("0.25%", "$5", "1,200",
+    # "1.5 million" are no number); false: kohaku's amount rules
+    strict: bool = False
+    # names: a submitted string that is no list is split on it ("a, b" with ",": two names);
+    # null: on ";" when the string has one
+    delimiter: str | None = None
+    # names: a submitted string that looks like a list ("['a', 'b']") is that list; false: in a
+    # JSON submission only an array is a list (a string is split on delimiter, else one name)
+    list_text: bool = True
 
     def validate(self) -> None:
         if self.type not in KIND_TYPES:
@@ -271,16 +274,19 @@ class SubmissionSpec:
     #                                   to corpus.root; null: corpus.metadata
     schema: str | None = None         # JSON schema file the document (json) or each row (columns)
     #                                   must pass before it is written (kohaku.core.schema_check)
-    ensure_ascii: bool = False        # json writer: non-ASCII escaped as \uXXXX (as json.dump's
-    #                                   default writes it), for a reader that expects pure ASCII
-    # reading submissions (scoring, compare, ensemble): a question answered more than once:
-    # first (the first row) | last (the last row) | error (refused); reported either way
+
+    # json writer: non-ASCII escaped as \uXXXX (json.dump's default), for a reader that decodes
+    # the file as ASCII or another encoding; false: raw UTF-8
+    ensure_ascii: bool = False
+    # scoring a submission (score.py, compare): a question answered more than once scores its
+    # first row (first), its last (last, as a scorer filling a dict does) or is refused (error);
+    # the ids are reported either way
     duplicates: str = "first"
-    # a cited page: number (an integral number: 88 or 88.0; 88.5 is no page) | integer (only
-    # integer digits: 88.0 is no page either); an item that is no page never matches a gold page
+    # a cited page: number (an integral number, 88 or 88.0; 88.5 is no page) | integer (integer
+    # digits only: 88.0 is no page either); an item that is no page matches no gold page
     pages: str = "number"
-    trim_doc_ids: bool = True         # a cited document id read without surrounding spaces (false:
-    #                                   as written, so "abc " is not "abc")
+    # a cited document id read without its surrounding spaces; false: as written ("abc " is not "abc")
+    trim_doc_ids: bool = True
 
     def validate(self) -> None:
         if self.list_format not in LIST_FORMATS:
@@ -341,7 +347,7 @@ class MetricSpec:
     weight: float = 1.0               # weight in the score (0: reported beside it)
     params: dict[str, Any] = field(default_factory=dict)   # the function's settings
     level: str = "question"           # question: one value per question; set: one value for all
-    # a row whose value is empty ("", [], the blank cell): unanswered (scores score.unanswered, as a
+    # a row whose value is empty ("", [], null): unanswered (it scores score.unanswered, as a
     # missing row does) | score (the metric scores the row: a page metric sees its cited pages)
     empty: str = "unanswered"
 
