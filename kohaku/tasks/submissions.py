@@ -115,8 +115,8 @@ class _Reader:
     def _value(self, typed: Any, obj: dict[str, Any], qid: str) -> str:
         from kohaku.tasks.kinds import parser, render, value_text
 
-        if typed is None:
-            return self.spec.blank
+        if typed is None or typed == [] or (isinstance(typed, str) and not typed.strip()):
+            return self.spec.blank      # an empty value ("value": [], "", null), of any kind
         kinds = self.task.answer.kinds
         name = self._kind(obj, qid) if kinds.enabled else None
         if name is None or name not in kinds.specs:
