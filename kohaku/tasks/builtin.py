@@ -8,8 +8,9 @@ Signatures:
 - writer:  ``fn(answers, questions, spec: SubmissionSpec, path) -> DataFrame`` (writes ``path``)
 - metric:  ``fn(rows, params, env) -> list[float | None]``: one value per row (None: the metric
   does not cover that question); ``rows`` are dicts with qid, question, truth, pred, pred_blank,
-  missing, unanswered (no row or an empty value: the scorer gives it ``task.score.unanswered``
-  whatever the metric returns, unless None), and the whole rows: ``solution`` (every column of
+  missing (no row), empty (a row whose value is empty), unanswered (no row, or an empty value
+  for a metric of ``empty: unanswered``: the scorer gives it ``task.score.unanswered`` whatever
+  the metric returns, unless None; a set-level metric reads the flag), and the whole rows: ``solution`` (every column of
   the solutions file) and ``submission`` (every column of the submission, None when it has no
   row for the question); ``env`` gives the LLM backend and generation cache to metrics that
   need a model, and the task (its answer kinds and page bases). A metric of ``level: set``

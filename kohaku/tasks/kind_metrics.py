@@ -23,9 +23,16 @@ kind's value metric (``params.kinds.<kind>.metric``; default by the kind's type)
 The not-answerable token (``task.answer.kinds.not_answerable``, e.g. ``N/A``) is an answer of
 every kind: gold and submission both the token score ``na_vs_na`` (1); a gold token answered
 with a value ``na_vs_answer`` (0); a gold value answered with the token ``answer_vs_na`` (0).
-A question left unanswered (no row, an empty cell) scores ``task.score.unanswered`` as every
-metric does (kohaku.tasks.scoring). Gold cells of a number or name may list accepted answers
-as a JSON list (the best is taken); a names gold is one JSON list.
+A question left unanswered (no row; an empty value unless the metric is ``empty: score``) scores
+``task.score.unanswered`` as every metric does (kohaku.tasks.scoring); the metric applies the
+rule itself (a row's ``unanswered`` flag), so a set-level metric that calls it follows it too.
+A gold cell of any kind may list accepted answers as a JSON list, "any of these" (the best is
+taken), the not-answerable token and booleans included (``["N/A"]``, ``[true]``); a names gold
+is one JSON list of names, its alternatives a list of such lists (:func:`gold_answers`).
+
+The submitted value is read as strictly as the kind says (``task.answer.kinds.types.<kind>``):
+``strict: true`` reads a number with Python's ``float()`` only; ``delimiter`` splits a names
+string that is no list. The gold is read by kohaku's rules.
 """
 
 from __future__ import annotations

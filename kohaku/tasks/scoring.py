@@ -7,8 +7,13 @@ kohaku/tasks/<name>/), or
 - ``components``: a weighted sum of named metrics (``task.score.metrics``), each the mean over
   the questions it covers (a metric returns None for a question it does not cover: numeric
   match on a question whose gold answer is no amount), or their total (``score.combine: sum``).
-  A component over no question is 0. A question the submission leaves unanswered (no row, an
-  empty value cell) scores ``task.score.unanswered`` (0) on every metric that covers it.
+  A component over no question is 0. A question the submission has no row for scores
+  ``task.score.unanswered`` (0) on every metric that covers it; a row whose value is empty does
+  too, on each metric of ``empty: unanswered`` (the default), while a metric of ``empty: score``
+  scores it (a page metric sees its cited pages). Set-level metrics get the same per-row
+  ``unanswered`` flag. A question answered more than once scores its first or last row, or the
+  file is refused (``task.submission.duplicates``); ids that are no question are named
+  (``details['unknown_ids']``).
 
 Both give a :class:`TaskScore`: the per-question table (one column per component, and
 ``<name>_covered`` for the components that cover a subset), the summary for ``scores.json``
