@@ -93,3 +93,20 @@ def test_the_metrics_with_a_params_dataclass_declare_its_fields():
 
     for name, cls in (("llm_judge", JudgeConfig), ("kind_value", KindValueParams)):
         assert set(declared_params("metric", name)) == {f.name for f in dataclasses.fields(cls)}
+
+
+def test_run_py_refuses_a_misspelled_param_when_the_config_is_composed(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "run.py"), "task=cited_pages",
+                           "corpus.questions=cited_pages/questions.csv",
+                           "corpus.solutions=cited_pages/answers.csv", "llm=fake",
+                           "+task.score.metrics.1.params.repets=each", f"hydra.run.dir={tmp_path}"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode != 0
+    assert ("unknown param(s) task.score.metrics[1].params.repets of the metric 'page_pools'; valid "
+            "params: extra, gold, gold_page_base, missing, page_base, points, pred, repeats") in proc.stderr + proc.stdout
+    assert not list(tmp_path.glob("**/submission.csv"))    # refused before any stage ran
