@@ -12,7 +12,10 @@ kind (task.answer.kinds: numbers within vote.tolerance, booleans, names, sets of
 the kind from --questions, else from the submissions' kind column), else the task's vote.group;
 its blank cell, and its not-answerable token (an answer when the task never abstains); the
 winner as written when the task keeps the surface form, else rendered by its kind. The output is
-the task's JSON document when --out ends in .json (or --format json), else its flat CSV.
+the task's JSON document when --out ends in .json (or --format json), else its flat CSV. The
+document is written as its members are: non-ASCII escaped (\\uXXXX) when every JSON member that
+holds non-ASCII text escapes it, raw UTF-8 when one does not, else as the task says
+(task.submission.ensure_ascii).
 
 Inputs are in priority order (ties go to the earlier file with --tiebreak first). Values are
 compared in canonical form ("1,000" = "1000.0"; --raw votes on the strings as written, like
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _ensemble_task(task, cfg: VoteConfig, args: argparse.Namespace):
     """The vote of --task's submissions (CSV or JSON) written as CSV or as the task's document."""
-    from kohaku.answer.ensemble import ensemble_document, ensemble_task
+    from kohaku.answer.ensemble import ensemble_document, ensemble_task, members_escape
     from kohaku.core.artifacts import atomic_write
     from kohaku.tasks.documents import write_json
     from kohaku.tasks.io import read_questions
@@ -117,7 +120,8 @@ def _ensemble_task(task, cfg: VoteConfig, args: argparse.Namespace):
     fmt = args.format or ("json" if args.out.suffix.lower() == ".json" else "csv")
     if fmt == "json":
         answers, document = ensemble_document(members, task, cfg, names, questions)
-        write_json(document, task.submission, args.out)
+        # written as the members are: non-ASCII escaped when every member escapes it
+        write_json(document, task.submission, args.out, ensure_ascii=members_escape(members))
         return answers
     answers, submission = ensemble_task(members, task, cfg, names, questions)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,9 @@ both score the same).
 
 Several submissions are scored in one call (one process, the task built once) into one table:
 a row per submission with its score, each component (a summed task's in points) and the number
-of questions missing from it, best first; printed as text, or as CSV or JSON (``--format``),
+of questions missing from it, the ids it answers more than once (``duplicates``: how many;
+task.submission.duplicates picks the row scored) and the ids it answers that are no question
+(``unknown_ids``, named), best first; printed as text, or as CSV or JSON (``--format``),
 written to ``--out`` when given. A file that cannot be scored gets its error in the table's
 ``error`` column (and on stderr) and the exit code is 2.
 
@@ -123,7 +125,13 @@ def task_report(result, n_mismatches: int) -> list[str]:
     if result.n_missing:
         lines.append(f"missing from the submission (scored wrong): {result.n_missing}")
     if result.n_extra:
-        lines.append(f"extra ids in the submission (ignored): {result.n_extra}")
+        unknown = d.get("unknown_ids") or []
+        lines.append(f"extra ids in the submission (ignored): {result.n_extra}"
+                     + (": " + ", ".join(unknown[:10]) + (" ..." if len(unknown) > 10 else "") if unknown else ""))
+    dup = d.get("duplicates") or {}
+    if dup.get("ids"):
+        lines.append(f"answered more than once (the {dup['policy']} row scored, task.submission.duplicates): "
+                     f"{len(dup['ids'])}: " + ", ".join(dup["ids"][:10]) + (" ..." if len(dup["ids"]) > 10 else ""))
     digits = d.get("round", {}).get("decimals")
     show = (lambda x: "   n/a" if x is None else f"{x:.{digits}f}") if digits is not None else _fmt
     what = "total" if d.get("combine") == "sum" else "value"
@@ -243,7 +251,9 @@ def score_many(args: argparse.Namespace, task) -> int:
                 r = score_submission(task, args.solutions, path, variant=args.variant, subset=args.subset,
                                      strict=args.strict, backend=backend, cache=cache, fmt=args.submission_format)
                 rows.append({"submission": path, "score": r.score, "components": r.components, "n": r.n,
-                             "n_missing": r.n_missing})
+                             "n_missing": r.n_missing,
+                             "duplicates": len((r.details.get("duplicates") or {}).get("ids") or []),
+                             "unknown_ids": r.details.get("unknown_ids") or []})
         except (KohakuError, FileNotFoundError) as exc:
             failed += 1
             message = str(exc) if str(path) in str(exc) else f"{path}: {exc}"

@@ -172,6 +172,16 @@ def _ensemble(members: list[SubmissionFile], task: Task, cfg: VoteConfig | None,
     return answers.drop("row", "object"), rows_out, objects
 
 
+def members_escape(members: list[SubmissionFile]) -> bool | None:
+    """Whether the ensemble's JSON document escapes non-ASCII as its members do: True when every
+    JSON member that shows it writes ``\\uXXXX`` escapes, False when one writes raw non-ASCII
+    text, None when none tells (the task's ``submission.ensure_ascii`` then)."""
+    from kohaku.tasks.documents import escapes_non_ascii
+
+    told = [f for m in members if m.format == "json" and (f := escapes_non_ascii(m.path)) is not None]
+    return all(told) if told else None
+
+
 def _reference_objects(members: list[SubmissionFile], task: Task, refs_col: str | None) -> dict[str, Any]:
     """A flat ref item (``doc:page``) -> the reference object a JSON input wrote for it."""
     from kohaku.tasks.submissions import _Reader

@@ -494,15 +494,19 @@ def flip_lines(rows: list[dict[str, Any]], shown: int, width: int = 60) -> list[
         s = "<missing>" if x is None else str(x).replace("\n", " ")
         return s if len(s) <= w else s[: w - 1] + "…"
 
+    def full(x: Any) -> str:
+        # cited refs or pages in full: a flip is often a page, and the page is at the end
+        return "<missing>" if x is None else str(x).replace("\n", " ")
+
     lines = []
     for r in rows[:shown]:
         kind = f"[{r['kind']}] " if r.get("kind") else ""
         lines.append(f"  {r['change']:<6} {r['qid']:<7} {r['delta']:+.3f}  {kind}{cut(r['question'], width)}")
-        lines.append(f"         truth {cut(r['truth'], 28):<30}{cut(r['truth_ref'], 40)}")
+        lines.append(f"         truth {cut(r['truth'], 28):<30}{'':<22}{full(r['truth_ref'])}")
         for side in ("a", "b"):
             pages = f" · pages {r[f'{side}_page_class']}" if r.get(f"{side}_page_class") else ""
             lines.append(f"         {side.upper()}     {cut(r[f'{side}_answer'], 28):<30}"
-                         f"{cut(r[f'{side}_ref'], 40):<42}{r[f'{side}_class'] or ''}{pages}")
+                         f"{((r[f'{side}_class'] or '') + pages):<22}{full(r[f'{side}_ref'])}")
     if len(rows) > shown:
         lines.append(f"  ... {len(rows) - shown} more (--flips N shows more; --json has them all)")
     return lines

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import math
 from pathlib import Path
 from typing import Any
@@ -160,13 +162,22 @@ def to_markdown(df: pl.DataFrame, floats: int = 4) -> str:
 def score_table(rows: list[dict[str, Any]]) -> pl.DataFrame:
     """One row per scored submission (``scripts/score.py SOL SUB SUB ...``): ``submission``,
     ``score``, a column per component (``components``: name -> value, None where a submission
-    lacks it), ``n``, ``n_missing`` and ``error`` (a file that could not be scored), the best
-    score first, the unscored last."""
+    lacks it), ``n``, ``n_missing``, ``duplicates`` (ids answered more than once) and
+    ``unknown_ids`` (ids that are no question, named as a JSON list; both null where the scorer does not
+    tell), and ``error`` (a file that could not be scored), the best score first, the unscored
+    last."""
     names = list(dict.fromkeys(k for r in rows for k in (r.get("components") or {})))
+
+    def unknown(r: dict[str, Any]) -> str | None:
+        ids = r.get("unknown_ids")
+        return None if ids is None else json.dumps(ids, ensure_ascii=False)   # ids may hold spaces
+
     out = [{"submission": str(r["submission"]), "score": r.get("score"),
             **{k: (r.get("components") or {}).get(k) for k in names},
-            "n": r.get("n"), "n_missing": r.get("n_missing"), "error": r.get("error") or ""} for r in rows]
+            "n": r.get("n"), "n_missing": r.get("n_missing"), "duplicates": r.get("duplicates"),
+            "unknown_ids": unknown(r), "error": r.get("error") or ""} for r in rows]
     schema: dict[str, Any] = {"submission": pl.String, "score": pl.Float64, **{k: pl.Float64 for k in names},
-                              "n": pl.Int64, "n_missing": pl.Int64, "error": pl.String}
+                              "n": pl.Int64, "n_missing": pl.Int64, "duplicates": pl.Int64,
+                              "unknown_ids": pl.String, "error": pl.String}
     table = pl.DataFrame(out, schema=schema)
     return table.sort("score", descending=True, nulls_last=True, maintain_order=True)

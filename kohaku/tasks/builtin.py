@@ -8,8 +8,9 @@ Signatures:
 - writer:  ``fn(answers, questions, spec: SubmissionSpec, path) -> DataFrame`` (writes ``path``)
 - metric:  ``fn(rows, params, env) -> list[float | None]``: one value per row (None: the metric
   does not cover that question); ``rows`` are dicts with qid, question, truth, pred, pred_blank,
-  missing, unanswered (no row or an empty value: the scorer gives it ``task.score.unanswered``
-  whatever the metric returns, unless None), and the whole rows: ``solution`` (every column of
+  missing (no row), empty (a row whose value is empty), unanswered (no row, or an empty value
+  for a metric of ``empty: unanswered``: the scorer gives it ``task.score.unanswered`` whatever
+  the metric returns, unless None; a set-level metric reads the flag), and the whole rows: ``solution`` (every column of
   the solutions file) and ``submission`` (every column of the submission, None when it has no
   row for the question); ``env`` gives the LLM backend and generation cache to metrics that
   need a model, and the task (its answer kinds and page bases). A metric of ``level: set``
@@ -195,13 +196,24 @@ def _bases(params: dict[str, Any], env: MetricEnv) -> tuple[int, int]:
     return int(params.get("page_base", 1)), int(params.get("gold_page_base", 1))
 
 
-def _pages_of(r: dict[str, Any], params: dict[str, Any], base: int, metric: str) -> list:
-    """The submitted pages of a row in the order listed, repeats kept (none without a row)."""
+def _reading(env: MetricEnv) -> tuple[str, bool]:
+    """How submitted pages are read: the task's ``submission.pages`` and
+    ``submission.trim_doc_ids`` (without a task: ``number``, trimmed)."""
+    spec = getattr(env.task, "submission", None)
+    return (spec.pages, spec.trim_doc_ids) if spec is not None else ("number", True)
+
+
+def _pages_of(r: dict[str, Any], params: dict[str, Any], base: int, metric: str,
+              env: MetricEnv | None = None) -> list:
+    """The submitted pages of a row in the order listed, repeats kept (none without a row), read
+    as the task says (``submission.pages``, ``submission.trim_doc_ids``): a page that is no
+    integer is a cited page that matches no gold page."""
     if r.get("submission") is None:
         return []
     cell = _cell(r, "submission", params.get("pred", "pages"), metric)
+    pages, trim = _reading(env or MetricEnv())
     try:
-        return refs.page_list(cell, base, f"{metric}: question {r['qid']}, submitted pages")
+        return refs.page_list(cell, base, f"{metric}: question {r['qid']}, submitted pages", pages, trim)
     except ValueError as exc:
         raise MetricError(f"the submission: {exc}") from exc
 
@@ -225,7 +237,7 @@ def page_prf_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Met
         if not gold and not params.get("cover_empty", False):
             out.append(None)
             continue
-        out.append(refs.page_prf(set(_pages_of(r, params, base, "page_prf")), gold, beta)[index])
+        out.append(refs.page_prf(set(_pages_of(r, params, base, "page_prf", env)), gold, beta)[index])
     return out
 
 
@@ -251,7 +263,7 @@ def page_pools_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: M
     for r in rows:
         pools = refs.parse_pools(_cell(r, "solution", params.get("gold", "pools"), "page_pools"),
                                  gold_base, f"page_pools: question {r['qid']}, gold pools")
-        cited = _pages_of(r, params, base, "page_pools")
+        cited = _pages_of(r, params, base, "page_pools", env)
         out.append(refs.pools_score(cited if repeats == "each" else set(cited), pools, points, missing, extra))
     return out
 

@@ -12,6 +12,17 @@ functions' modules are imported on lookup). The room whose ``DEFAULTS`` is set h
 task (:func:`default_names`). A function of your own needs no line here: name it
 ``package.module:function`` in the task YAML.
 
+**Params.** Every named function declares the ``params`` it accepts (:data:`PARAMS`, kind ->
+name -> the keys; a room's ``PARAMS`` in its ``__init__``, the same shape), read here without
+importing the function's module: a task whose metric is given a key its function does not
+declare (``page_pools`` with ``missng: 0.25``) is refused when it is built
+(:func:`kohaku.tasks.registry.check_params`, from kohaku.tasks.spec), naming the valid keys. A
+name a room does not declare takes no params. The functions of the other kinds (group, writer,
+table, classes, scorer, ...) take none: their settings are the keys of their task section
+(``vote``, ``submission``, ``score``), which the task's dataclasses check the same way. A
+function of your own may declare its keys as a ``PARAMS`` attribute (a tuple of names, or a
+dataclass whose fields are its keys); without one its params are not checked.
+
 Kinds and signatures (kohaku.tasks.builtin's docstring has the details):
 
 - group:   ``fn(spec: VoteSpec) -> Grouping``
@@ -63,6 +74,20 @@ GENERIC: dict[str, dict[str, str]] = {
     "variant": {},
 }
 
+#: the params each generic function accepts (kind -> name -> keys); a name not listed takes none
+GENERIC_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "metric": {
+        # kohaku.tasks.judge.JudgeConfig's fields
+        "llm_judge": ("system", "user", "max_tokens", "temperature", "seed"),
+        "page_prf": ("pred", "gold", "measure", "beta", "cover_empty", "page_base", "gold_page_base"),
+        "page_pools": ("pred", "gold", "points", "missing", "extra", "repeats", "page_base",
+                       "gold_page_base"),
+        "na_f1": ("token", "average"),
+        # kohaku.tasks.kind_metrics.KindValueParams's fields
+        "kind_value": ("column", "kinds", "na_vs_na", "na_vs_answer", "answer_vs_na"),
+    },
+}
+
 _PACKAGE = "kohaku.tasks"
 _DIR = Path(__file__).resolve().parent
 
@@ -93,6 +118,30 @@ def _catalog() -> dict[str, dict[str, str]]:
     return table
 
 
+def _params() -> dict[str, dict[str, tuple[str, ...]]]:
+    table: dict[str, dict[str, tuple[str, ...]]] = {kind: {} for kind in GENERIC}
+    for kind, entries in GENERIC_PARAMS.items():
+        table[kind].update({n: tuple(keys) for n, keys in entries.items()})
+    for room in rooms():
+        for kind, entries in (getattr(_room(room), "PARAMS", None) or {}).items():
+            for n, keys in entries.items():
+                if n not in CATALOG.get(kind, {}):
+                    raise ImportError(f"kohaku/tasks/{room}/__init__.py PARAMS: {kind} {n!r} is no "
+                                      "function of the catalog")
+                table[kind][n] = tuple(keys)
+    for kind, entries in table.items():
+        for n in entries:
+            if n not in CATALOG.get(kind, {}):
+                raise ImportError(f"kohaku/tasks/catalog.py GENERIC_PARAMS: {kind} {n!r} is no "
+                                  "function of the catalog")
+    return table
+
+
+def declared_params(kind: str, name: str) -> tuple[str, ...]:
+    """The params a catalog function accepts (none when it declares none)."""
+    return PARAMS.get(kind, {}).get(name, ())
+
+
 def default_names() -> dict[str, str]:
     """The default task's names (the one room whose ``__init__`` sets ``DEFAULTS``): its task's
     name and the function of each kind a task, or a scores.json, that names none takes."""
@@ -105,6 +154,9 @@ def default_names() -> dict[str, str]:
 
 #: kind -> name -> ``module:function``: the generic table and every room's
 CATALOG: dict[str, dict[str, str]] = _catalog()
+
+#: kind -> name -> the params that function accepts (the generic ones' and every room's)
+PARAMS: dict[str, dict[str, tuple[str, ...]]] = _params()
 
 #: the variant a ``scores.json`` without ``metric`` and without ``variant`` was scored with
 #: (the score stage's default, ScoreConfig.variant): the default task's

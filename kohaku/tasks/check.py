@@ -122,7 +122,8 @@ def perturbations(task: Task, solutions: Path) -> dict[str, pl.DataFrame]:
     the id, the value (perturbed), the refs from the gold's refs; other submission columns from
     the solutions' column of that name, else the layout's filler (empty unless the writer's room
     says otherwise)."""
-    sol = read_rows(solutions, task.solutions.format, "solutions", skip_blank_lines=True)
+    sol = read_rows(solutions, task.solutions.format, "solutions", skip_blank_lines=True,
+                    key=task.solutions.id, value=task.solutions.answer)
     layout = _layout(task)
     id_col, value_col, refs_col = layout.id, layout.value, layout.refs
     spec = task.solutions

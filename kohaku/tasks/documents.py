@@ -183,11 +183,15 @@ def check_schema(instances: list[tuple[str, Any]], spec: SubmissionSpec, path: P
                                   + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""))
 
 
-def write_json(document: dict[str, Any], spec: SubmissionSpec, path: Path) -> Path:
-    """``document`` as indented UTF-8 JSON at ``path``, after the schema check."""
+def write_json(document: dict[str, Any], spec: SubmissionSpec, path: Path,
+               ensure_ascii: bool | None = None) -> Path:
+    """``document`` as indented UTF-8 JSON at ``path``, after the schema check; non-ASCII
+    escaped as ``\\uXXXX`` with ``ensure_ascii`` (None: ``submission.ensure_ascii``), for a
+    reader that decodes the file in another encoding."""
     check_schema([("submission document", document)], spec, path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    escape = spec.ensure_ascii if ensure_ascii is None else ensure_ascii
+    text = json.dumps(document, ensure_ascii=escape, indent=2) + "\n"
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
@@ -202,3 +206,15 @@ def check_rows(rows: list[dict[str, str]], spec: SubmissionSpec, path: Path) -> 
                                   f"duplicate id {row[id_col]!r}")
         seen[row[id_col]] = i
     check_schema([(f"row {i} (id {row[id_col]!r})", row) for i, row in enumerate(rows, start=1)], spec, path)
+
+
+def escapes_non_ascii(path: Path) -> bool | None:
+    """Whether a JSON file was written with non-ASCII escaped: True when its bytes are all ASCII
+    and it holds a ``\\u`` escape of a non-ASCII character, False when it holds raw non-ASCII
+    text, None when it holds no non-ASCII character either way (nothing to tell)."""
+    data = Path(path).read_bytes()
+    if any(b > 127 for b in data):
+        return False
+    import re
+
+    return True if re.search(rb"\\u(?!00[0-7])[0-9a-fA-F]{4}", data) else None

@@ -1,6 +1,10 @@
 """Reading a task's question and solution files (CSV, JSON lines or a JSON array of objects) as
 all-string tables.
 
+A JSON file is JSON lines, one JSON array of objects, or one JSON object keyed by id (or by
+question text, as some competitions write their gold): ``{"q1": {"answer": 42}, ...}`` (a row
+per key, the key in the id column) or ``{"q1": 42, ...}`` (the value in the answer column).
+
 Every cell becomes a string, as the CSV reader does (ids such as ``q003`` must not become
 numbers): JSON numbers as written in the file, booleans ``true``/``false``, lists and objects as
 compact JSON, null as ``""``. Errors name the file and the line.
@@ -37,11 +41,66 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _objects(path: Path, what: str) -> list[tuple[str, Any]]:
-    """(where, object) of a JSON array of objects (the whole file starts with ``[``) or of JSON
-    lines; errors name the file and the line or item."""
+def _kind(value: Any) -> str:
+    return {dict: "objects", list: "lists", str: "strings", bool: "booleans", type(None): "nulls"}.get(
+        type(value), "numbers")
+
+
+def _keyed(document: dict[str, Any], path: Path, what: str, key: str | None,
+           value: str | None) -> list[tuple[str, Any]] | None:
+    """The rows of one JSON object keyed by id (or by question text): ``{"q1": {...}, ...}``
+    gives a row per key, the key in column ``key`` (unless the object has its own); ``{"q1":
+    "42", ...}`` (values no objects, the file no one row: it lacks column ``key``) a row per key
+    with the value in column ``value``. None: the object is one row (JSON lines of one line)."""
+    values = list(document.values())
+    if not values:
+        raise CorpusError(f"{path}: {what} is an empty JSON object; expected rows: a JSON array of "
+                          "objects, JSON lines, or an object keyed by id")
+    shapes = sorted({_kind(v) for v in values})
+    if shapes == ["objects"]:
+        if key is None:
+            raise CorpusError(f"{path}: {what} is a JSON object keyed by id, but no id column is "
+                              "known to put the keys in")
+        return [(f"key {k!r}", {key: k, **v}) for k, v in document.items()]
+    if key is None or value is None or key in document:
+        if "objects" in shapes:
+            raise CorpusError(f"{path}: {what} is a JSON object whose values are {' and '.join(shapes)}; "
+                              "expected a JSON array of objects, JSON lines, or an object keyed by id "
+                              "whose values are all objects (or all answers)")
+        return None
+    if "objects" in shapes:
+        raise CorpusError(f"{path}: {what} is a JSON object keyed by id whose values are "
+                          f"{' and '.join(shapes)}; expected all objects (one row per key) or all "
+                          f"answers (the key's {value!r})")
+    return [(f"key {k!r}", {key: k, value: v}) for k, v in document.items()]
+
+
+def _objects(path: Path, what: str, key: str | None = None,
+             value: str | None = None) -> list[tuple[str, Any]]:
+    """(where, object) of a JSON array of objects (the whole file starts with ``[``), of one
+    JSON object keyed by id or by question text (:func:`_keyed`) or of JSON lines; errors name
+    the file and the line or item, and the shape found."""
     text = path.read_text(encoding="utf-8-sig")
-    if text.lstrip().startswith("["):
+    head = text.lstrip()[:1]
+    if head == "{":
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError:
+            document = None     # JSON lines (several objects), read below
+        if isinstance(document, dict):
+            keyed = _keyed(document, path, what, key, value)
+            if keyed is not None:
+                return keyed
+            return [("line 1", document)]
+    elif head and head not in "[":
+        try:
+            found = json.loads(text)
+        except json.JSONDecodeError:
+            found = None
+        if found is not None and not isinstance(found, (dict, list)):
+            raise CorpusError(f"{path}: {what} is a JSON {_kind(found)[:-1]}; expected a JSON array of "
+                              "objects, JSON lines, or an object keyed by id")
+    if head == "[":
         try:
             items = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -63,18 +122,20 @@ def _objects(path: Path, what: str) -> list[tuple[str, Any]]:
     return out
 
 
-def read_jsonl(path: Path, what: str) -> pl.DataFrame:
-    """JSON lines (one object per line) or one JSON array of objects -> all-string columns
-    (first-seen column order)."""
+def read_jsonl(path: Path, what: str, key: str | None = None, value: str | None = None) -> pl.DataFrame:
+    """JSON lines (one object per line), one JSON array of objects, or one JSON object keyed by
+    id or question text (the key in column ``key``; values that are answers in column
+    ``value``) -> all-string columns (first-seen column order)."""
     if not path.is_file():
         raise CorpusFileNotFound(f"{path}: {what} file not found; check the path (or the corpus "
                                  "config: corpus.root and the file's key)")
     rows: list[dict[str, str]] = []
     columns: dict[str, None] = {}
-    for where, obj in _objects(path, what):
+    for where, obj in _objects(path, what, key, value):
         if not isinstance(obj, dict):
             raise CorpusError(f"{path}: {where} of {what} is a JSON {type(obj).__name__}, "
-                              "not an object")
+                              "not an object; expected an array of objects, JSON lines of objects, "
+                              "or an object keyed by id")
         row = {str(k): _cell(v) for k, v in obj.items()}
         columns.update(dict.fromkeys(row))
         rows.append(row)
@@ -86,14 +147,16 @@ def read_jsonl(path: Path, what: str) -> pl.DataFrame:
 
 
 def read_rows(path: str | Path, fmt: str | None, what: str, warnings: list[str] | None = None,
-              skip_blank_lines: bool = False) -> pl.DataFrame:
-    """A questions or solutions file of format ``fmt`` (csv | jsonl | None: by extension)."""
+              skip_blank_lines: bool = False, key: str | None = None,
+              value: str | None = None) -> pl.DataFrame:
+    """A questions or solutions file of format ``fmt`` (csv | jsonl | None: by extension); a
+    JSON object keyed by id puts its keys in column ``key`` (:func:`read_jsonl`)."""
     path = Path(path)
     fmt = file_format(path, fmt)
     if fmt not in FORMATS:
         raise CorpusError(f"{path}: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     if fmt == "jsonl":
-        return read_jsonl(path, what)
+        return read_jsonl(path, what, key, value)
     return csvfile.read_csv_strings(path, what, CorpusError, warnings, CorpusFileNotFound,
                                     skip_blank_lines=skip_blank_lines)
 

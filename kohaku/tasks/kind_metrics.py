@@ -23,9 +23,16 @@ kind's value metric (``params.kinds.<kind>.metric``; default by the kind's type)
 The not-answerable token (``task.answer.kinds.not_answerable``, e.g. ``N/A``) is an answer of
 every kind: gold and submission both the token score ``na_vs_na`` (1); a gold token answered
 with a value ``na_vs_answer`` (0); a gold value answered with the token ``answer_vs_na`` (0).
-A question left unanswered (no row, an empty cell) scores ``task.score.unanswered`` as every
-metric does (kohaku.tasks.scoring). Gold cells of a number or name may list accepted answers
-as a JSON list (the best is taken); a names gold is one JSON list.
+A question left unanswered (no row; an empty value unless the metric is ``empty: score``) scores
+``task.score.unanswered`` as every metric does (kohaku.tasks.scoring); the metric applies the
+rule itself (a row's ``unanswered`` flag), so a set-level metric that calls it follows it too.
+A gold cell of any kind may list accepted answers as a JSON list, "any of these" (the best is
+taken), the not-answerable token and booleans included (``["N/A"]``, ``[true]``); a names gold
+is one JSON list of names, its alternatives a list of such lists (:func:`gold_answers`).
+
+The submitted value is read as strictly as the kind says (``task.answer.kinds.types.<kind>``):
+``strict: true`` reads a number with Python's ``float()`` only; ``delimiter`` splits a names
+string that is no list. The gold is read by kohaku's rules.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from kohaku.core.config import ConfigError, build
 from kohaku.core.errors import MetricError
 from kohaku.tasks.amounts import parse_amount
 from kohaku.tasks.kinds import parse_date, parse_names
-from kohaku.tasks.spec import KindsSpec
+from kohaku.tasks.spec import KindSpec, KindsSpec
 from kohaku.tasks.text_match import token_f1
 
 VALUE_METRICS = ("number", "name", "names", "boolean", "date", "string")
@@ -109,10 +116,18 @@ def kind_scores(params: dict[str, Any], kinds: KindsSpec, where: str) -> tuple[K
 
 # -- reading values -----------------------------------------------------------------------
 
-def read_number(text: str, scale_words: bool = True) -> float | None:
+def read_number(text: str, scale_words: bool = True, strict: bool = False) -> float | None:
     """A number as the ``number`` metric reads it (kohaku's amount rules, the ``amounts`` vote
     grouping's: kohaku.tasks.amounts.parse_amount); None when it is none.
-    ``scale_words: false``: the number without its scale (``406.1 million`` -> 406.1)."""
+    ``scale_words: false``: the number without its scale (``406.1 million`` -> 406.1).
+    ``strict`` (a kind's ``strict: true``): only what Python's ``float()`` reads (no ``%``,
+    currency, thousands commas or scale words: ``0.25%`` is no number)."""
+    if strict:
+        try:
+            value = float((text or "").strip())
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
     amount = parse_amount(text or "")
     if amount is None:
         return None
@@ -180,17 +195,21 @@ def _set_score(pred: set[str], gold: set[str], measure: str) -> float:
     return 2 * p * r / (p + r)
 
 
-def value_score(pred: str, gold: str, s: KindScore, kinds: KindsSpec) -> float:
-    """One submitted value against one gold value of a kind scored by ``s`` (no N/A here)."""
+def value_score(pred: str, gold: str, s: KindScore, kinds: KindsSpec,
+                reading: KindSpec | None = None) -> float:
+    """One submitted value against one gold value of a kind scored by ``s`` (no N/A here);
+    ``reading``: the kind (task.answer.kinds.types.<kind>), whose ``strict`` and ``delimiter``
+    say how the submitted value is read (the gold is read by kohaku's rules)."""
     m = s.metric
+    strict = bool(reading and reading.strict)
     if m == "names":
-        p = {norm_name(n) for n in parse_names(pred)}
+        p = {norm_name(n) for n in parse_names(pred, reading.delimiter if reading else None)}
         g = {norm_name(n) for n in parse_names(gold)}
         return _set_score(p, g, s.measure)
     best = 0.0
     for g in _golds(gold):
         if m == "number":
-            a, b = read_number(pred, s.scale_words), read_number(g, s.scale_words)
+            a, b = read_number(pred, s.scale_words, strict), read_number(g, s.scale_words)
             ok = a is not None and b is not None and abs(a - b) <= max(s.rel_tol * abs(b), s.abs_tol)
             score = float(ok or (a is not None and a == b))
         elif m == "boolean":
@@ -228,8 +247,14 @@ def kind_value_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: A
     p, scores = kind_scores(params, kinds, "task.score.metrics[kind_value].params")
     column = p.column or kinds.column
     token = (kinds.not_answerable or "").strip().lower() or None
+    specs = kinds.specs
     out: list[float | None] = []
     for r in rows:
+        if r.get("unanswered"):
+            # the scorer's one rule, here too so a set-level metric that calls this one follows
+            # it: a missing row (or an empty value the metric does not score) scores unanswered
+            out.append(task.score.unanswered)
+            continue
         sol = r["solution"]
         if column not in sol:
             raise ConfigError(f"kind_value: the solutions have no column {column!r} (params.column or "
@@ -238,11 +263,56 @@ def kind_value_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: A
         if name not in scores:
             raise MetricError(f"kind_value: question {r['qid']}: kind {sol[column]!r} (solutions column "
                               f"{column!r}) is not one of task.answer.kinds.types ({', '.join(scores)})")
-        gold, pred = (r["truth"] or "").strip(), (r["pred"] or "").strip()
-        gold_na = token is not None and gold.lower() == token
+        pred = (r["pred"] or "").strip()
         pred_na = token is not None and pred.lower() == token
-        if gold_na or pred_na:
-            out.append(p.na_vs_na if gold_na and pred_na else p.na_vs_answer if gold_na else p.answer_vs_na)
-        else:
-            out.append(value_score(pred, gold, scores[name], kinds))
+        best: float | None = None
+        for gold in gold_answers(r["truth"] or "", specs[name].type, token, r["qid"]):
+            gold_na = token is not None and gold.lower() == token
+            if gold_na or pred_na:
+                score = p.na_vs_na if gold_na and pred_na else p.na_vs_answer if gold_na else p.answer_vs_na
+            else:
+                score = value_score(pred, gold, scores[name], kinds, specs[name])
+            best = score if best is None else max(best, score)
+        out.append(best)
     return out
+
+
+def gold_answers(cell: str, kind_type: str, token: str | None, qid: str) -> list[str]:
+    """The accepted answers of a gold cell: the cell itself, or each item of a JSON list ("any
+    of these", N/A and booleans included: ``["N/A"]``, ``[true]``, ``[12, "12.0"]``). A names
+    gold is one list of names; its alternatives are a list of such lists, and a list holding
+    only the not-answerable token is that token. A list this cannot read is refused, naming what
+    was found and what is expected."""
+    s = cell.strip()
+    if not s.startswith("["):
+        return [s]
+    try:
+        items = json.loads(s)
+    except ValueError:
+        return [s]      # no JSON list: read as written (a Python list of names, a bracketed name)
+    if not isinstance(items, list):
+        return [s]
+
+    def text(x: Any) -> str:
+        return ("true" if x else "false") if isinstance(x, bool) else str(x).strip()
+
+    if kind_type == "names":
+        if items and all(isinstance(i, list) for i in items):
+            return [json.dumps(i, ensure_ascii=False) for i in items]
+        if items and token is not None and all(isinstance(i, str) and i.strip().lower() == token for i in items):
+            return [text(items[0])]
+        if all(isinstance(i, (str, int, float)) and not isinstance(i, bool) for i in items):
+            return [s]
+        found = "a list of lists and values" if any(isinstance(i, list) for i in items) else "a list holding objects"
+        raise MetricError(f"kind_value: question {qid}: the gold {s[:80]!r} is {found}; a names gold is "
+                          "a list of names, or a list of such lists (any of them)")
+    if not items:
+        raise MetricError(f"kind_value: question {qid}: the gold is an empty list; give the answer, or "
+                          "a list of the accepted answers")
+    nested = [i for i in items if isinstance(i, (list, dict))]
+    if nested:
+        raise MetricError(f"kind_value: question {qid}: the gold {s[:80]!r} is a list holding "
+                          f"{'lists' if isinstance(nested[0], list) else 'objects'}; a {kind_type} gold is a "
+                          "value or a list of accepted values (numbers, strings, booleans, the "
+                          "not-answerable token)")
+    return [text(i) for i in items]

@@ -160,13 +160,16 @@ def _norm(text: str) -> str:
     return " ".join((text or "").strip().strip("'\"").lower().split())
 
 
-def parse_names(text: str) -> list[str]:
+def parse_names(text: str, delimiter: str | None = None, list_text: bool = True) -> list[str]:
     """The items of a list value: JSON ``["a","b"]``, Python ``['a', 'b']``, ``a;b``, or one
-    name."""
+    name. ``delimiter``: a text that is no list is split on it (None: on ``;`` when it has
+    one); ``list_text`` false: a text that looks like a list is not read as one (it is split
+    on ``delimiter``, else one name)."""
     s = (text or "").strip()
-    items = split_list(s)
+    items = split_list(s) if list_text else None
     if items is None:
-        items = [p for p in s.split(";")] if ";" in s else [s]
+        sep = delimiter if delimiter is not None else ";"
+        items = [p for p in s.split(sep)] if sep in s else [s]
     return [i.strip().strip("'\"").strip() for i in items if i.strip().strip("'\"").strip()]
 
 

@@ -13,16 +13,20 @@ numbered from ``base`` (0 or 1, the task says) and compared from 1. When either 
 comparison names no document, pages are compared by number only. **Pools** are written as a
 JSON list of lists (``[[3, 4], [10]]``: page 3 or 4, and page 10) or as groups separated by
 ``;`` whose alternatives are separated by ``|`` (``3|4;10``). An empty cell, ``[]`` or a blank
-token is no page.
+token is no page. A submitted page that is no integer (``88.5``; with ``task.submission.pages:
+integer`` also ``88.0``) is never read as another page: it is a cited page that matches no gold
+page (:func:`page_list`); in the gold it is an error.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import math
+import re
 from typing import Any, Iterable
 
-Page = tuple[str | None, int]
+Page = tuple[str | None, int | None]    # (document or None, page from 1; None: no page)
 
 BLANKS = frozenset({"", "is_blank", "none", "null", "nan", "n/a", "na", "[]"})
 
@@ -47,18 +51,49 @@ def _items(cell: Any) -> list[Any]:
     return [p.strip() for p in text.split(sep) if p.strip()]
 
 
-def _page(item: Any, base: int, where: str) -> Page:
+#: how a page number is read (``task.submission.pages``): ``number``: an integral number (88,
+#: 88.0; 88.5 is no page); ``integer``: integer digits only (88.0 is no page either)
+PAGE_READINGS = ("number", "integer")
+_INTEGER = re.compile(r"^[+-]?\d+$")
+
+
+def _page_number(num: Any, pages: str) -> int | None:
+    """The page a number cell says, or None when it is no page under ``pages``; ValueError when
+    it is no number at all."""
+    if isinstance(num, int) and not isinstance(num, bool):
+        return num
+    text = str(num).strip()
+    if _INTEGER.match(text):
+        return int(text)
+    value = float(text)         # ValueError: no number
+    if pages == "integer" or not math.isfinite(value) or not value.is_integer():
+        return None
+    return int(value)
+
+
+def _page(item: Any, base: int, where: str, pages: str = "number", trim: bool = True,
+          refuse: bool = True) -> Page:
+    """One page item (``page`` or ``doc:page``) numbered from 1. A number that is no page
+    (``88.5``; ``88.0`` when ``pages`` is ``integer``) is refused (``refuse``, as the gold's
+    are), or read as a page that matches no page: ``(doc, None)``. ``trim``: the document id
+    without surrounding spaces."""
     if isinstance(item, bool):
         raise ValueError(f"{where}: page {item!r} is no page number")
     if isinstance(item, int):
         return None, item - base + 1
-    text = str(item).strip().strip("'\"")
+    text = str(item).strip().strip("'\"") if trim else str(item)
     doc, _, num = text.rpartition(":")
     try:
-        n = int(float(num))
+        n = _page_number(item if isinstance(item, float) else num, pages)
     except ValueError:
         raise ValueError(f"{where}: {item!r} is no page ('page' or 'doc:page')") from None
-    return (doc.strip() or None), n - base + 1
+    doc_id = (doc.strip() if trim else doc) or None
+    if n is None:
+        if refuse:
+            raise ValueError(f"{where}: {item!r} is no page: a page is an integer"
+                             + (" (task.submission.pages=integer)" if pages == "integer" else ""))
+        return doc_id, None
+    return doc_id, n - base + 1
 
 
 def parse_pages(cell: Any, base: int = 1, where: str = "pages") -> set[Page]:
@@ -66,9 +101,14 @@ def parse_pages(cell: Any, base: int = 1, where: str = "pages") -> set[Page]:
     return set(page_list(cell, base, where))
 
 
-def page_list(cell: Any, base: int = 1, where: str = "pages") -> list[Page]:
-    """The pages a cell lists in its order, repeats kept, numbered from 1."""
-    return [_page(i, base, where) for i in _items(cell)]
+def page_list(cell: Any, base: int = 1, where: str = "pages", pages: str | None = None,
+              trim: bool = True) -> list[Page]:
+    """The pages a cell lists in its order, repeats kept, numbered from 1. ``pages`` (a
+    submission's reading, ``number`` or ``integer``): an item that is no page under it is kept
+    as a page that matches none (``(doc, None)``: it counts as a cited page outside the gold);
+    None: such an item is refused (the gold's reading). ``trim``: document ids without
+    surrounding spaces."""
+    return [_page(i, base, where, pages or "number", trim, refuse=pages is None) for i in _items(cell)]
 
 
 def parse_pools(cell: Any, base: int = 1, where: str = "pools") -> list[set[Page]]:
@@ -85,7 +125,7 @@ def parse_pools(cell: Any, base: int = 1, where: str = "pools") -> list[set[Page
 
 
 def _same(a: Page, b: Page) -> bool:
-    return a[1] == b[1] and (a[0] is None or b[0] is None or a[0] == b[0])
+    return a[1] is not None and a[1] == b[1] and (a[0] is None or b[0] is None or a[0] == b[0])
 
 
 def _hits(cited: Iterable[Page], gold: Iterable[Page]) -> int:

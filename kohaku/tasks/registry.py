@@ -15,7 +15,7 @@ import importlib
 from typing import Any, Callable
 
 from kohaku.core.config import ConfigError
-from kohaku.tasks.catalog import CATALOG
+from kohaku.tasks.catalog import CATALOG, declared_params
 
 KINDS = tuple(CATALOG)
 
@@ -46,6 +46,46 @@ def lookup(kind: str, name: str, where: str) -> Callable[..., Any]:
         raise ConfigError(f"{where}={name!r} is unknown; known: {', '.join(sorted(table))}, "
                           "or an import path 'package.module:function'")
     return _import(table[name], where, name)
+
+
+def accepted_params(kind: str, name: str) -> tuple[str, ...] | None:
+    """The params the function ``name`` of ``kind`` accepts: a catalog function's declaration
+    (kohaku.tasks.catalog.PARAMS; none when it declares none), or for ``package.module:function``
+    its ``PARAMS`` attribute (a tuple of names, or a dataclass whose fields are its keys); None
+    when a function of your own declares nothing (or cannot be imported: looking it up reports
+    that), so its params are not checked."""
+    if ":" not in name:
+        return declared_params(kind, name) if name in CATALOG.get(kind, {}) else None
+    try:
+        fn = _import(name, kind, name)
+    except ConfigError:
+        return None
+    declared = getattr(fn, "PARAMS", None)
+    if declared is None:
+        return None
+    import dataclasses
+
+    if dataclasses.is_dataclass(declared):
+        return tuple(f.name for f in dataclasses.fields(declared))
+    if isinstance(declared, str) or not all(isinstance(k, str) for k in declared):
+        raise ConfigError(f"{name}.PARAMS must be a tuple of param names or a dataclass; it is "
+                          f"{declared!r}")
+    return tuple(declared)
+
+
+def check_params(kind: str, name: str, params: Any, where: str) -> None:
+    """Refuse a param ``name`` does not accept (``where``: the config key of the params), naming
+    the valid ones; a function that declares nothing of its own is not checked."""
+    accepted = accepted_params(kind, name)
+    if accepted is None or params is None:
+        return
+    if not isinstance(params, dict):
+        raise ConfigError(f"{where} must be a mapping of param -> value; it is {params!r}")
+    unknown = sorted(set(map(str, params)) - set(accepted))
+    if unknown:
+        valid = ", ".join(sorted(accepted)) if accepted else "none (it takes no params)"
+        raise ConfigError(f"unknown param(s) {', '.join(f'{where}.{k}' for k in unknown)} of the {kind} "
+                          f"{name!r}; valid params: {valid}")
 
 
 #: the library code kohaku's own named functions run (their module and what it calls)

@@ -7,8 +7,13 @@ kohaku/tasks/<name>/), or
 - ``components``: a weighted sum of named metrics (``task.score.metrics``), each the mean over
   the questions it covers (a metric returns None for a question it does not cover: numeric
   match on a question whose gold answer is no amount), or their total (``score.combine: sum``).
-  A component over no question is 0. A question the submission leaves unanswered (no row, an
-  empty value cell) scores ``task.score.unanswered`` (0) on every metric that covers it.
+  A component over no question is 0. A question the submission has no row for scores
+  ``task.score.unanswered`` (0) on every metric that covers it; a row whose value is empty does
+  too, on each metric of ``empty: unanswered`` (the default), while a metric of ``empty: score``
+  scores it (a page metric sees its cited pages). Set-level metrics get the same per-row
+  ``unanswered`` flag. A question answered more than once scores its first or last row, or the
+  file is refused (``task.submission.duplicates``); ids that are no question are named
+  (``details['unknown_ids']``).
 
 Both give a :class:`TaskScore`: the per-question table (one column per component, and
 ``<name>_covered`` for the components that cover a subset), the summary for ``scores.json``
@@ -162,7 +167,8 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     ``variant`` and ``strict`` are not used; ``fmt``: the submission's format (csv | json;
     None: detected, kohaku.tasks.submissions)."""
     spec = task.solutions
-    sol = read_rows(solutions, spec.format, "solutions", skip_blank_lines=True)
+    sol = read_rows(solutions, spec.format, "solutions", skip_blank_lines=True, key=spec.id,
+                    value=spec.answer)
     _require(sol, {"task.solutions.id": spec.id, "task.solutions.answer": spec.answer}, solutions, "solutions file")
     kinds = task.answer.kinds
     kind_col = kinds.column if kinds.enabled and kinds.column in sol.columns else None
@@ -171,17 +177,11 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     id_col, value_col = submission_columns(task)
     _require(sub, {"the id column": id_col, "the value column": value_col}, submission, "submission")
     warnings: list[str] = []
-    preds: dict[str, dict[str, str]] = {}
-    dups = Counter()
-    for r in sub.to_dicts():
-        qid = (r[id_col] or "").strip()
-        if qid in preds:
-            dups[qid] += 1
-            continue
-        preds[qid] = r
+    preds, dups = pick_answers(sub.to_dicts(), id_col, task.submission.duplicates, submission)
     if dups:
-        warnings.append(f"{submission}: {len(dups)} id(s) with more than one row, the first scored: "
-                        + ", ".join(list(dups)[:10]))
+        warnings.append(f"{submission}: {len(dups)} id(s) with more than one row, the "
+                        f"{task.submission.duplicates} scored (task.submission.duplicates): "
+                        + ", ".join(list(dups)[:10]) + (" ..." if len(dups) > 10 else ""))
     sol_ids = [(r[spec.id] or "").strip() for r in sol.to_dicts()]
     extra = sorted(set(preds) - set(sol_ids))
     rows = []
@@ -200,7 +200,11 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         rows.append({"qid": qid, "question": question, "truth": s[spec.answer] or "", "pred": pred,
                      "pred_blank": p is None or is_blank_answer(pred, task.submission.blank, blanks),
                      "missing": p is None,
-                     # no row, or an empty value cell: every metric gives it score.unanswered
+                     # a row whose value is empty ("", [], null): a metric of empty: unanswered
+                     # gives it score.unanswered, one of empty: score scores it
+                     "empty": p is not None and not (pred or "").strip(),
+                     # no row, or (for a metric of empty: unanswered) an empty value: the metric
+                     # gives it score.unanswered (set per metric below)
                      "unanswered": p is None or not (pred or "").strip(),
                      # the whole rows: every column of the solution and of the submission (None:
                      # no row), for metrics that read references, pages or per-question columns
@@ -224,8 +228,12 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     set_metric: list[dict[str, Any]] = []
     for i, m in enumerate(task.score.metric_specs):
         fn = registry.lookup("metric", m.fn, f"task.score.metrics[{i}].fn")
+        # one unanswered rule for every metric, set-level ones included: a missing row is
+        # unanswered; an empty value is unless the metric scores it (metrics[].empty: score)
+        m_rows = [{**r, "unanswered": r["missing"] or (r["empty"] and m.empty == "unanswered")}
+                  for r in rows]
         if m.level == "set":
-            value = fn(rows, m.params, env)
+            value = fn(m_rows, m.params, env)
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) is a set-level metric and "
                                   f"returned {type(value).__name__}; return one number for all rows")
@@ -237,13 +245,13 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
             coverage[m.name] = len(rows)
             score += m.weight * float(value)
             continue
-        values = list(fn(rows, m.params, env))
+        values = list(fn(m_rows, m.params, env))
         if len(values) != len(rows):
             raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) returned {len(values)} values for "
                               f"{len(rows)} questions")
         # one rule for every metric: an unanswered question it covers scores score.unanswered
         values = [v if v is None or not r["unanswered"] else task.score.unanswered
-                  for v, r in zip(values, rows)]
+                  for v, r in zip(values, m_rows)]
         covered = [v is not None for v in values]
         columns[m.name] = [None if v is None else float(v) for v in values]
         columns[f"{m.name}_covered"] = covered
@@ -288,8 +296,31 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     if task.score.round is not None:
         details["round"] = {"decimals": task.score.round, "rounding": task.score.rounding}
     metric += set_metric
+    details["duplicates"] = {"policy": task.submission.duplicates, "ids": sorted(dups)}
+    details["unknown_ids"] = extra
     return TaskScore(task.name, "components", score, components, metric, len(rows), len(missing),
                      len(extra), table, errors, details, warnings)
+
+
+def pick_answers(rows: list[dict[str, Any]], id_col: str, policy: str,
+                 path: Path | str) -> tuple[dict[str, dict[str, Any]], Counter]:
+    """qid -> the row scored for it, and the ids answered more than once (how many extra
+    rows), by ``task.submission.duplicates``: ``first`` (the first row), ``last`` (the last
+    row, as a scorer that fills a dict does) or ``error`` (refused, naming the ids)."""
+    preds: dict[str, dict[str, Any]] = {}
+    dups: Counter = Counter()
+    for r in rows:
+        qid = (r[id_col] or "").strip()
+        if qid in preds:
+            dups[qid] += 1
+            if policy != "last":
+                continue
+        preds[qid] = r
+    if dups and policy == "error":
+        raise MetricError(f"{path}: {len(dups)} question id(s) answered more than once: "
+                          + ", ".join(list(dups)[:10]) + (" ..." if len(dups) > 10 else "")
+                          + "; task.submission.duplicates=error refuses them (first or last picks one)")
+    return preds, dups
 
 
 def na_flags(rows: list[dict[str, Any]], params: dict[str, Any]) -> tuple[list[bool], list[bool]]:

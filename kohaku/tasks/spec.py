@@ -51,6 +51,8 @@ REFERENCES = ("doc", "doc_page")
 KIND_TYPES = ("number", "boolean", "name", "names", "date", "text")
 LIST_FORMATS = ("python", "json", "semicolon")
 WRITERS_WITH_COLUMNS = ("columns", "json")
+DUPLICATES = ("first", "last", "error")   # submission.duplicates
+PAGE_READINGS = ("number", "integer")      # submission.pages
 #: the default task's names (its room's DEFAULTS): the task name and the functions a task that
 #: names none takes
 DEFAULT = default_names()
@@ -84,6 +86,17 @@ class KindSpec:
     similarity: float | None = None   # text: token F1 at which two samples agree; null: the first
     #                                   non-blank sample wins
 
+    # reading a submitted value as strictly as the competition's scorer (scoring only; the gold
+    # is read by kohaku's rules). number: only what Python's float() reads ("0.25%", "$5", "1,200",
+    # "1.5 million" are no number); false: kohaku's amount rules
+    strict: bool = False
+    # names: a submitted string that is no list is split on it ("a, b" with ",": two names);
+    # null: on ";" when the string has one
+    delimiter: str | None = None
+    # names: a submitted string that looks like a list ("['a', 'b']") is that list; false: in a
+    # JSON submission only an array is a list (a string is split on delimiter, else one name)
+    list_text: bool = True
+
     def validate(self) -> None:
         if self.type not in KIND_TYPES:
             raise ConfigError(f"type={self.type!r}; use one of {', '.join(KIND_TYPES)}")
@@ -94,6 +107,12 @@ class KindSpec:
                 raise ConfigError(f"{key} must be >= 0 or null")
         if self.similarity is not None and not 0 < self.similarity <= 1:
             raise ConfigError(f"similarity={self.similarity}; use a token F1 in (0, 1] or null")
+        if self.delimiter is not None and not str(self.delimiter):
+            raise ConfigError("delimiter is empty; give the separator (e.g. ',') or null")
+        for key, types in (("strict", ("number",)), ("delimiter", ("names",)), ("list_text", ("names",))):
+            default = KindSpec.__dataclass_fields__[key].default
+            if getattr(self, key) != default and self.type not in types:
+                raise ConfigError(f"{key} reads a {' or '.join(types)} value; this kind's type is {self.type}")
 
 
 @dataclass
@@ -256,9 +275,27 @@ class SubmissionSpec:
     schema: str | None = None         # JSON schema file the document (json) or each row (columns)
     #                                   must pass before it is written (kohaku.core.schema_check)
 
+    # json writer: non-ASCII escaped as \uXXXX (json.dump's default), for a reader that decodes
+    # the file as ASCII or another encoding; false: raw UTF-8
+    ensure_ascii: bool = False
+    # scoring a submission (score.py, compare): a question answered more than once scores its
+    # first row (first), its last (last, as a scorer filling a dict does) or is refused (error);
+    # the ids are reported either way
+    duplicates: str = "first"
+    # a cited page: number (an integral number, 88 or 88.0; 88.5 is no page) | integer (integer
+    # digits only: 88.0 is no page either); an item that is no page matches no gold page
+    pages: str = "number"
+    # a cited document id read without its surrounding spaces; false: as written ("abc " is not "abc")
+    trim_doc_ids: bool = True
+
     def validate(self) -> None:
         if self.list_format not in LIST_FORMATS:
             raise ConfigError(f"task.submission.list_format={self.list_format!r}; use python, json or semicolon")
+        if self.duplicates not in DUPLICATES:
+            raise ConfigError(f"task.submission.duplicates={self.duplicates!r}; use one of "
+                              f"{', '.join(DUPLICATES)}")
+        if self.pages not in PAGE_READINGS:
+            raise ConfigError(f"task.submission.pages={self.pages!r}; use one of {', '.join(PAGE_READINGS)}")
         if self.writer in WRITERS_WITH_COLUMNS:
             if not self.columns:
                 raise ConfigError(f"task.submission.writer={self.writer} needs task.submission.columns "
@@ -296,6 +333,9 @@ class SolutionsSpec:
 
 
 LEVELS = ("question", "set")
+#: what a metric does with a row whose value is empty: unanswered (it scores
+#: score.unanswered) | score (the metric scores it: a page metric sees the cited pages)
+EMPTY = ("unanswered", "score")
 COMBINE = ("mean", "sum")
 ROUNDING = ("python", "half_up", "half_even")
 
@@ -307,11 +347,17 @@ class MetricSpec:
     weight: float = 1.0               # weight in the score (0: reported beside it)
     params: dict[str, Any] = field(default_factory=dict)   # the function's settings
     level: str = "question"           # question: one value per question; set: one value for all
+    # a row whose value is empty ("", [], null): unanswered (it scores score.unanswered, as a
+    # missing row does) | score (the metric scores the row: a page metric sees its cited pages)
+    empty: str = "unanswered"
 
     def validate(self) -> None:
         if self.level not in LEVELS:
             raise ConfigError(f"task.score.metrics[{self.name}].level={self.level!r}; use one of "
                               f"{', '.join(LEVELS)}")
+        if self.empty not in EMPTY:
+            raise ConfigError(f"task.score.metrics[{self.name}].empty={self.empty!r}; use one of "
+                              f"{', '.join(EMPTY)}")
 
 
 @dataclass
@@ -335,7 +381,13 @@ class ScoreSpec:
     def metric_specs(self) -> list[MetricSpec]:
         out = []
         for i, m in enumerate(self.metrics):
-            out.append(build(MetricSpec, m, f"task.score.metrics[{i}]"))
+            spec = build(MetricSpec, m, f"task.score.metrics[{i}]")
+            # every named function declares its params (kohaku.tasks.catalog): a misspelled one
+            # is refused here, when the task is built
+            from kohaku.tasks.registry import check_params
+
+            check_params("metric", spec.fn, spec.params, f"task.score.metrics[{i}].params")
+            out.append(spec)
         return out
 
     def validate(self) -> None:
@@ -345,8 +397,8 @@ class ScoreSpec:
             raise ConfigError(f"task.score.rounding={self.rounding!r}; use one of {', '.join(ROUNDING)}")
         if self.round is not None and (not isinstance(self.round, int) or self.round < 0):
             raise ConfigError(f"task.score.round={self.round!r}; give a number of decimals (>= 0) or null")
+        specs = self.metric_specs          # each metric's params checked, whatever the scorer
         if self.scorer == "components":
-            specs = self.metric_specs
             if not specs:
                 raise ConfigError("task.score.scorer=components needs task.score.metrics")
             names = [m.name for m in specs]

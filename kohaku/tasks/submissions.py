@@ -72,6 +72,11 @@ def detect_format(path: str | Path, given: str | None = None) -> str:
     return "json" if head[:1] in (b"{", b"[") else "csv"
 
 
+def _is_token(text: str, kinds: Any) -> bool:
+    token = kinds.not_answerable
+    return token is not None and text.strip().lower() == token.strip().lower()
+
+
 def _key_of(mapping: dict[str, str], source: str) -> str | None:
     return next((k for k, s in mapping.items() if s == source), None)
 
@@ -110,13 +115,24 @@ class _Reader:
     def _value(self, typed: Any, obj: dict[str, Any], qid: str) -> str:
         from kohaku.tasks.kinds import parser, render, value_text
 
-        if typed is None:
-            return self.spec.blank
+        if typed is None or typed == [] or (isinstance(typed, str) and not typed.strip()):
+            return self.spec.blank      # an empty value ("value": [], "", null), of any kind
         kinds = self.task.answer.kinds
         name = self._kind(obj, qid) if kinds.enabled else None
         if name is None or name not in kinds.specs:
             return _text(typed, self.spec)
         kind, raw = kinds.specs[name], value_text(typed)
+        if isinstance(typed, str) and (kind.strict or not kind.list_text or kind.delimiter is not None):
+            # a string read as strictly as the kind says (answer.kinds.types.<kind>): a strict
+            # number kept as written (its metric reads it with float()); a names string split
+            # on the delimiter, a list-looking string a list only with list_text
+            from kohaku.tasks.kinds import list_cell, parse_names
+
+            if kind.type == "number" and kind.strict:
+                return typed.strip() or self.spec.blank
+            if kind.type == "names" and not _is_token(typed, kinds):
+                items = parse_names(typed, kind.delimiter, kind.list_text)
+                return list_cell(items, kinds.list_format) if items else self.spec.blank
         return render(kind, kinds, parser(kind, kinds)(raw), raw) or self.spec.blank
 
     def _references(self, obj: dict[str, Any], where: str) -> list[tuple[str, Any]]:

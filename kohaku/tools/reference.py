@@ -280,17 +280,18 @@ class Entry:
 
 #: (kind, name) -> the dataclass of that function's ``params`` where it has one: its keys are
 #: listed under the function and need a line of meaning like every config key
-PARAM_CLASSES: dict[tuple[str, str], str] = {("metric", "llm_judge"): "kohaku.tasks.judge:JudgeConfig"}
+PARAM_CLASSES: dict[tuple[str, str], str] = {("metric", "llm_judge"): "kohaku.tasks.judge:JudgeConfig",
+                                             ("metric", "kind_value"): "kohaku.tasks.kind_metrics:KindValueParams"}
 
 
 def catalog_entries() -> list[Entry]:
-    from kohaku.tasks.catalog import CATALOG
+    from kohaku.tasks.catalog import CATALOG, declared_params
 
     out = []
     for kind, table in CATALOG.items():
         for name, target in sorted(table.items()):
             doc = inspect.getdoc(_import(target)) or ""
-            params = sorted(set(re.findall(r"params\.(\w+)", doc)))
+            params = sorted(declared_params(kind, name))   # what the function declares it accepts
             out.append(Entry(kind, name, target, first_paragraph(doc), params))
     return out
 
@@ -369,6 +370,17 @@ def task_page() -> str:
     out += ["## task", ""] + _key_table(top) + [""]
     for part, keys in by_part.items():
         out += [f"## task.{part}", ""] + _key_table(keys) + [""]
+    from kohaku.tasks.spec import KindSpec, MetricSpec
+
+    out += ["## task.answer.kinds.types.&lt;kind&gt;", "",
+            "Each answer kind of `task.answer.kinds.types` (kind name -> these keys): what its value "
+            "is, how it is asked, voted and written, and how strictly a submitted value is read "
+            "when it is scored (`strict`, `delimiter`, `list_text`):", ""]
+    out += _key_table(list(dataclass_keys(KindSpec, "task.answer.kinds.types.<kind>"))) + [""]
+    out += ["## task.score.metrics[]", "",
+            "Each metric of `task.score.metrics` (the `components` scorer); its `params` are the "
+            "ones its function declares ([Named functions](functions.md)):", ""]
+    out += _key_table(list(dataclass_keys(MetricSpec, "task.score.metrics[]"))) + [""]
     return "\n".join(out)
 
 
@@ -381,7 +393,11 @@ def functions_page() -> str:
            "A task YAML names code by a short name of the catalog (`vote.group: amounts`, "
            "`score.metrics[].fn: token_f1`, `submission.writer: columns`, `score.scorer: components`) "
            "or by an import path `package.module:function` for code of your own "
-           "(`kohaku/tasks/catalog.py`). A metric's `params` are given beside it in the task YAML:",
+           "(`kohaku/tasks/catalog.py`). A metric's `params` are given beside it in the task YAML; "
+           "each function declares the params it accepts (listed under it; none when none are "
+           "listed), and a task that gives one it does not declare is refused when it is built, "
+           "naming the valid ones (a function of your own may declare its own as a `PARAMS` "
+           "attribute: a tuple of names or a dataclass):",
            "", "```yaml", "score:", "  scorer: components", "  metrics:",
            "    - {name: pages, fn: page_prf, weight: 1.0, params: {measure: f, beta: 1}}", "```", ""]
     for kind, sig in ((k, signatures.get(k, "")) for k in dict.fromkeys(e.kind for e in entries)):

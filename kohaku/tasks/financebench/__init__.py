@@ -10,3 +10,6 @@ FUNCTIONS: dict[str, dict[str, str]] = {
     "group": {"amounts": f"{_F}:amounts_grouping"},
     "metric": {"numeric_match": f"{_F}:numeric_match_metric"},
 }
+
+#: the params each of the room's functions accepts (kohaku.tasks.catalog; none when not listed)
+PARAMS: dict[str, dict[str, tuple[str, ...]]] = {"metric": {"numeric_match": ("rel_tol",)}}

@@ -21,6 +21,9 @@ FUNCTIONS: dict[str, dict[str, str]] = {
     "variant": {"wattbot": f"{_F}:wattbot_metric", "wattbot-recall": f"{_F}:wattbot_metric"},
 }
 
+#: the params each of the room's functions accepts (kohaku.tasks.catalog; none when not listed)
+PARAMS: dict[str, dict[str, tuple[str, ...]]] = {"metric": {"doc_jaccard": ("pred", "gold")}}
+
 #: the default task's names: the task's name and the function of each kind a task (or a
 #: scores.json) that names none takes (kohaku.tasks.spec's dataclass defaults, the score
 #: stage's default variant); for the commands that benchmark or check the default task
