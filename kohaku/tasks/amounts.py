@@ -80,19 +80,22 @@ so that strict competitions and the per-kind metrics keep the rules above; Finan
 turns them on: ``conf/task/financebench.yaml``, ``score.metrics[numeric].params``):
 
 - ``rounded_inputs_tol`` (a relative tolerance, e.g. 0.002): an answer computed from rounded
-  inputs is the gold's figure when the two written figures are roundings of values at most
-  ``rounded_inputs_tol * |gold|`` apart: ``|p - t| <= half a unit of the gold's last digit +
-  half a unit of the answer's last digit + rounded_inputs_tol * |t|`` (``42.67`` days for
-  ``42.69``, ``93.89`` for ``93.86``, ``24.25`` for ``24.26``; ``7.8%`` for ``0.079`` and
-  ``65.3%`` for ``0.654``: both figures roundings of a value near the boundary). The answer's
-  half unit counts only when both figures keep two significant digits (``0.5%`` for ``0.4%``
-  is another figure). 0: off (the gold's precision only).
+  inputs is the gold's figure when it is within the gold's half unit plus
+  ``rounded_inputs_tol * |gold|`` (``42.67`` days for ``42.69``, ``93.89`` for ``93.86``,
+  ``24.25`` for ``24.26``; not ``2.7%`` for ``2.8%``, 3.6 % off, nor ``42.57`` for ``42.69``).
+  Only figures computed by division get it: a ratio, a percent, days (a gold without a
+  currency, a magnitude or a question's unit); a currency amount is a sum of reported figures
+  and stays exact. 0: off (the gold's precision only).
 - ``ratio_percent``: a ratio and a percent are the same quantity at the same precision. A
-  percent answer of a ratio gold is read as its fraction (``7.8%`` is 0.078), as the strict
-  rules do; when the percent is written finer than the gold (its decimals + 2 exceed the
-  gold's: ``-1.53%`` for a gold ``-0.02`` asked to two decimals) it answers another rounding
-  than the one asked and matches only when its fraction is the gold's figure within
-  ``rounded_inputs_tol``.
+  percent answer of a ratio gold is read as its fraction (``7.8%`` is 0.078), a fraction
+  answer of a percent gold as its percent, as the strict rules do; a conversion rounds twice,
+  so the two figures match when they are roundings of values at most ``rounded_inputs_tol``
+  apart: ``|p - t| <= half a unit of each one's last digit + rounded_inputs_tol * |t|``, both
+  keeping two significant digits (``7.8%`` for ``0.079``, ``65.3%`` for ``0.654``, ``101.4%``
+  for ``1.015``; not ``0.5%`` for ``0.004``). A percent written finer than the ratio gold
+  (its decimals + 2 exceed the gold's: ``-1.53%`` for a gold ``-0.02`` asked to two decimals)
+  answers another rounding than the one asked and matches only when its fraction is the
+  gold's figure within ``rounded_inputs_tol``.
 - ``unit_conversion``: an amount written out in full (no magnitude, at least one unit of the
   question's: ``$5,466,312,000``) is converted to the unit the question asks for (``in USD
   millions``: 5466.312) and compared at the gold's precision (``5466``, ``$5466.00``);
@@ -100,13 +103,14 @@ turns them on: ``conf/task/financebench.yaml``, ``score.metrics[numeric].params`
   :func:`question_unit` reads the question's unit.
 - ``final_figure``: in an answer that shows a computation (an operator ``=``, ``/``, ``*``,
   ``+``, ``-`` between figures, or the words ``divide``/``dividing``, ``multiplied``,
-  ``subtract``, ``minus``, ``plus``, ``averaging``, ``calculated``, ``computed``, ``step 1``), the figure that
-  counts is the final one: after the last conclusion marker (also ``gives``, ``yields``,
-  ``we get``, ``final answer``), in the last sentence that states a figure, the first figure
-  that is neither an operand of the computation (next to an operator, or after ``divided by``
-  ... in the same clause) nor a comparison (``than`` ..., ``from``, ``versus``). ``Average
-  inventory is 8,376 ... Therefore, the ratio is approximately 3.45`` states 3.45, not the
-  inventory.
+  ``subtract``, ``minus``, ``plus``, ``averaging``, ``calculated``, ``computed``, ``step 1``),
+  the figure that counts is the final one: after the last conclusion marker (also ``gives``,
+  ``yields``, ``we get``, ``final answer``, ``Answer:``; Markdown ``**`` is no operator), in
+  the last sentence that states a figure, the first figure that is neither an operand of the
+  computation (next to an operator, or after ``divided by`` ... in the same clause) nor a
+  comparison (``than`` ..., ``from``, ``versus``). ``Average inventory is 8,376 ...
+  Therefore, the ratio is approximately 3.45`` states 3.45, not the inventory; a computation
+  whose inputs include the gold's figure and whose final figure is another states the other.
 - ``refusals``: an answer that says the figure is not there (``not disclosed``, ``does not
   provide``, ``cannot be determined``, ``unable to``, ``insufficient information``, ...) is no
   answer, even when it ends with a number (``... not disclosed, so the amount is 0`` against a
@@ -115,6 +119,10 @@ turns them on: ``conf/task/financebench.yaml``, ``score.metrics[numeric].params`
   liability is related Employee liabilities``) is matched by an answer that says that number
   anywhere (a figure of the gold's kind, not only the first), in digits or in words
   (``eighty-seven percent``).
+- ``asked_precision``: a question that asks for a number of decimals (``Round your answer to
+  two decimal places``, ``round to one decimal place``: :func:`question_decimals`) sets the
+  precision of a gold that is not a currency amount when its written form has fewer (a gold
+  ``0.8`` is 0.80: ``0.85`` is another figure, ``0.80`` and ``80%`` are the gold's).
 
 :data:`CAREFUL` holds FinanceBench's settings (every rule on, ``rounded_inputs_tol=0.002``).
 
@@ -129,7 +137,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Iterator
 
 from kohaku.tasks.text_match import normalize_answer
@@ -205,6 +213,7 @@ class AmountRules:
     final_figure: bool = False        # a computation's final figure, not its inputs
     refusals: bool = False            # "not disclosed ... is 0" is no answer
     text_gold: bool = False           # a text gold's leading number, said anywhere (or in words)
+    asked_precision: bool = False     # "round to two decimal places": a gold "0.8" is 0.80
 
     def validate(self) -> None:
         """Raise ValueError for a tolerance that is negative or not a number."""
@@ -220,7 +229,7 @@ class AmountRules:
 STRICT = AmountRules()
 #: FinanceBench's careful grader: every rule on, answers from rounded inputs within 0.2 %
 CAREFUL = AmountRules(rounded_inputs_tol=0.002, ratio_percent=True, unit_conversion=True,
-                      final_figure=True, refusals=True, text_gold=True)
+                      final_figure=True, refusals=True, text_gold=True, asked_precision=True)
 
 
 def parse_amount(text: object) -> Amount | None:
@@ -346,7 +355,9 @@ _CONCLUSION = re.compile(r"=|≈|\btherefore\b|\bthus\b|\bhence\b|\bso the\b|\bw
 
 # -- a careful grader's readings (AmountRules) --
 _CAREFUL_CONCLUSION = re.compile(_CONCLUSION.pattern + r"|\bgives?\b|\bgiving\b|\byields?\b|\bwe get\b"
-                                 r"|\bfinal answer\b")
+                                 r"|\bfinal answer\b|\banswer\s*:")
+# Markdown emphasis and code marks ("**Answer:** 3.45"): not operators
+_MARKDOWN = re.compile(r"\*\*|__|`")
 _REFUSAL = re.compile(
     r"\bnot (?:been |be )?(?:disclosed|provided|available|stated|reported|specified|given|found)\b"
     r"|\bnot (?:possible|able) to (?:determine|calculate|compute|find)\b"
@@ -490,8 +501,9 @@ def answer_amounts(pred: object, gold: Amount | None = None, rules: AmountRules 
                if _compatible(gold, a) and not _COMPARISON.search(s[max(0, start - 60):start])]
         return out + _percent_words(s)
     chosen: list[tuple[int, Amount]] = []
-    if rules.final_figure and _CHAIN.search(s):
-        chosen = _final_figure(s, spans, gold)
+    if rules.final_figure and _CHAIN.search(_MARKDOWN.sub(" ", s)):
+        plain = _MARKDOWN.sub(lambda m: " " * len(m.group(0)), s)   # same offsets as the spans
+        chosen = _final_figure(plain, spans, gold)
     if not chosen:
         for mark in reversed([m.end() for m in _CONCLUSION.finditer(s)]):
             after = [x for x in spans if x[0] >= mark]
@@ -602,11 +614,12 @@ def amount_matches(t: Amount, p: Amount, rel_tol: float = 0.0, rules: AmountRule
             continue
         half_t = 0.5 * 10.0 ** -t.precision_decimals * tu
         half_p = 0.5 * 10.0 ** -p.decimals * pu
-        slack = rules.rounded_inputs_tol * abs(tv)
+        # a currency amount is a sum of reported figures: exact; ratios, percents, days are computed
+        slack = rules.rounded_inputs_tol * abs(tv) if t.currency is None and t.magnitude is None else 0.0
         if rules.ratio_percent and p.percent and not t.percent and p.decimals + 2 > t.precision_decimals:
             tol = half_p + slack           # a percent finer than the ratio gold: its own figure
-        elif slack > 0 and p.significant >= 2 and t.significant >= 2:
-            tol = half_t + half_p + slack  # two roundings of values within the slack
+        elif rules.ratio_percent and p.percent != t.percent and p.significant >= 2 and t.significant >= 2:
+            tol = half_t + half_p + slack  # converted: two roundings of values within the slack
         else:
             tol = half_t
             if half_p > tol and p.significant >= 2:
@@ -636,28 +649,46 @@ def question_unit(question: str | None) -> float | None:
     return {"thousand": 1e3, "million": 1e6, "billion": 1e9}[word]
 
 
+_ASKED_DECIMALS = re.compile(r"\bround(?:ed|ing)?\b[^.?]{0,40}?\bto (one|two|three|four|[1-4]) decimal")
+
+
+def question_decimals(question: str | None) -> int | None:
+    """The decimals a question asks an answer rounded to (``Round your answer to two decimal
+    places`` → 2), or None."""
+    m = _ASKED_DECIMALS.search((question or "").lower())
+    if not m:
+        return None
+    return {"one": 1, "two": 2, "three": 3, "four": 4}.get(m.group(1)) or int(m.group(1))
+
+
 def _unit_readings(t: Amount, p: Amount, unit: float | None, rules: AmountRules) -> Iterator[Amount]:
     """``p``, and with ``unit_conversion`` an amount written out in full read in the question's
     unit (``$5,466,312,000`` in millions: 5466.312, to the dollar)."""
     yield p
     if (rules.unit_conversion and unit and t.magnitude is None and not t.percent and p.magnitude is None
-            and not p.percent and abs(p.value) >= unit):
+            and not p.percent and abs(p.value) >= min(unit, 1e6)):
         yield Amount(p.value / unit, p.decimals + round(math.log10(unit)), False, p.currency, None)
 
 
 def numeric_match(truth: object, pred: object, rel_tol: float = 0.0, unit: float | None = None,
-                  rules: AmountRules | None = None) -> bool | None:
+                  rules: AmountRules | None = None, decimals: int | None = None) -> bool | None:
     """Whether the answer ``pred`` (an amount, or a sentence read for the amount it states)
     states the gold amount ``truth`` (module docstring); None when ``truth`` is not an amount
     (the metric does not cover the question), False when ``pred`` states none. ``unit``: the
     unit the question asks in (:func:`question_unit`): a gold written without a magnitude is in
     that unit, against an answer that writes one. ``rules``: a careful grader's readings
-    (:class:`AmountRules`; None: the strict rules)."""
+    (:class:`AmountRules`; None: the strict rules). ``decimals``: the decimals the question asks
+    for (:func:`question_decimals`), read with ``asked_precision``."""
     rules = rules or STRICT
     t = gold_amount(truth)
     if t is None:
         return None
+    if (rules.asked_precision and decimals is not None and decimals > t.decimals and t.currency is None
+            and t.magnitude is None and unit is None):
+        t = Amount(t.value, decimals, t.percent, None, None)
     every = rules.text_gold and isinstance(truth, str) and parse_amount(truth) is None
+    if unit and rules.rounded_inputs_tol:      # an amount asked in USD millions: no rounded-inputs slack
+        rules = replace(rules, rounded_inputs_tol=0.0)
     for p in answer_amounts(pred, t, rules, every=every):
         for q in _unit_readings(t, p, unit, rules):
             gold = t

@@ -35,8 +35,9 @@ from typing import Any, Callable
 
 from kohaku.core.errors import CorpusError
 from kohaku.tasks import io
-from kohaku.tasks.amounts import (CAREFUL, STRICT, AmountRules, answer_amounts, gold_amount, numeric_match, question_unit,
-                                  readings)
+from kohaku.tasks.amounts import (CAREFUL, STRICT, AmountRules, answer_amounts, gold_amount, question_decimals,
+                                  question_unit, readings)
+from kohaku.tasks.amounts import numeric_match as _numeric_match
 
 ACCEPT = frozenset({"correct", "true", "1", "yes", "accept", "accepted", "right", "y"})
 REJECT = frozenset({"incorrect", "false", "0", "no", "reject", "rejected", "wrong", "n"})
@@ -166,6 +167,11 @@ def amount_category(question: str, gold: str, answer: str, rules: AmountRules | 
     if t is None:
         return None
     unit = question_unit(question)
+    asked = question_decimals(question)
+
+    def numeric_match(g: str, a: str, rt: float, u: float | None, r: AmountRules) -> bool | None:
+        return _numeric_match(g, a, rt, u, r, asked)
+
     refused = not answer_amounts(answer, t, replace(STRICT, refusals=True))
     if numeric_match(gold, answer, rel_tol, unit, STRICT):   # accepted, unless a careful rule rejects it
         if refused:
@@ -175,6 +181,8 @@ def amount_category(question: str, gold: str, answer: str, rules: AmountRules | 
             return _tag("ratio_percent", rules.ratio_percent)
         if not numeric_match(gold, answer, rel_tol, unit, replace(STRICT, final_figure=True)):
             return _tag("final_figure", rules.final_figure)
+        if not numeric_match(gold, answer, rel_tol, unit, replace(STRICT, asked_precision=True)):
+            return _tag("asked_precision", rules.asked_precision)
         return "strict"
     if refused:
         return _tag("refusal", rules.refusals)

@@ -10,7 +10,7 @@ from kohaku.tasks.grouping import Grouping
 from kohaku.tasks.builtin import MetricEnv, _empty
 from kohaku.core.config import build
 from kohaku.tasks.amounts import (AmountRules, gold_amount, normalize_text, numeric_match, parse_amount,
-                                  question_unit, same_amount)
+                                  question_decimals, question_unit, same_amount)
 from kohaku.tasks.spec import VoteSpec
 
 
@@ -50,7 +50,8 @@ def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env
     is read for its amounts. A careful grader's readings, each a param, all off by default
     (kohaku.tasks.amounts.AmountRules): ``rounded_inputs_tol`` (a relative slack between two
     roundings, e.g. 0.002), ``ratio_percent``, ``unit_conversion`` (the question's unit, ``in
-    USD millions``), ``final_figure``, ``refusals``, ``text_gold``."""
+    USD millions``), ``final_figure``, ``refusals``, ``text_gold``, ``asked_precision`` (the
+    question's "round to two decimal places")."""
     rel_tol, rules = numeric_match_rules(params)
     out: list[float | None] = []
     for r in rows:
@@ -59,6 +60,7 @@ def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env
         elif r["pred_blank"]:
             out.append(0.0)
         else:
-            unit = question_unit(r.get("question"))
-            out.append(1.0 if numeric_match(r["truth"], r["pred"] or "", rel_tol, unit, rules) else 0.0)
+            question = r.get("question")
+            out.append(1.0 if numeric_match(r["truth"], r["pred"] or "", rel_tol, question_unit(question), rules,
+                                            question_decimals(question)) else 0.0)
     return out
