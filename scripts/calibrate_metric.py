@@ -18,9 +18,10 @@ server's) through the generation cache under ``--cache-dir``.
 Prints the agreement over the answers the metric covers, the confusion matrix (label against
 metric) and every disagreement under its category: the file's category column when it has one,
 else the amount rule that decided (strict, rounded_inputs_tol, ratio_percent, unit_conversion,
-final_figure, text_gold, refusal) or what the answer states instead (no amount, percent/ratio,
-scale, sign, near miss, other figure), else ``text`` (kohaku/tasks/calibration.py). Exit code 0;
-2 for a file or config error (the message names the file, row or key).
+final_figure, text_gold, asked_precision, refusal; "NAME (off)": a rule the metric leaves off that
+would have decided it) or what the answer states instead (no amount, percent/ratio, scale, sign,
+near miss, other figure), else ``text`` (kohaku/tasks/calibration.py). ``--json`` writes the
+figures. Exit code 0; 2 for a file or config error (the message names the file, row or key).
 """
 
 from __future__ import annotations

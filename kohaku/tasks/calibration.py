@@ -17,10 +17,13 @@ with the label:
 - **the confusion matrix**: label correct/incorrect against metric accepts/rejects;
 - **every disagreement, by category**: the file's category column when it names one
   (``LabelColumns.category``), else, for a gold that is an amount, the rule of
-  :mod:`kohaku.tasks.amounts` that decided (:func:`amount_category`: ``strict``, one of the
-  careful rules of :class:`~kohaku.tasks.amounts.AmountRules` that made it match, ``refusal``,
-  ``no amount``, ``percent/ratio``, ``scale``, ``sign``, ``near miss``, ``other figure``),
-  else ``text``.
+  :mod:`kohaku.tasks.amounts` that decided (:func:`amount_category`: ``strict``, a careful
+  rule of :class:`~kohaku.tasks.amounts.AmountRules` that accepts or rejects it alone
+  (``rounded_inputs_tol``, ``ratio_percent``, ``unit_conversion``, ``final_figure``,
+  ``text_gold``, ``asked_precision``, ``refusal``; ``careful rules together`` when only all of
+  them do; ``NAME (off)``: a rule the metric does not use that would), or what a rejected answer
+  states instead (``no amount``, ``percent/ratio``, ``scale``, ``sign``, ``near miss``,
+  ``other figure``), else ``text``.
 
 :func:`report_lines` prints them; ``scripts/calibrate_metric.py`` is the command.
 """
@@ -183,6 +186,8 @@ def amount_category(question: str, gold: str, answer: str, rules: AmountRules | 
             return _tag("final_figure", rules.final_figure)
         if not numeric_match(gold, answer, rel_tol, unit, replace(STRICT, asked_precision=True)):
             return _tag("asked_precision", rules.asked_precision)
+        if not numeric_match(gold, answer, rel_tol, unit, CAREFUL if rules == STRICT else rules):
+            return "careful rules together" + (" (off)" if rules == STRICT else "")
         return "strict"
     if refused:
         return _tag("refusal", rules.refusals)

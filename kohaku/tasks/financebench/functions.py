@@ -48,10 +48,13 @@ def numeric_match_metric(rows: list[dict[str, Any]], params: dict[str, Any], env
     (kohaku.tasks.amounts.numeric_match: the gold's own precision, ``params.rel_tol`` a
     relative tolerance on top, default 0); None (not covered) on the others. A sentence answer
     is read for its amounts. A careful grader's readings, each a param, all off by default
-    (kohaku.tasks.amounts.AmountRules): ``rounded_inputs_tol`` (a relative slack between two
-    roundings, e.g. 0.002), ``ratio_percent``, ``unit_conversion`` (the question's unit, ``in
-    USD millions``), ``final_figure``, ``refusals``, ``text_gold``, ``asked_precision`` (the
-    question's "round to two decimal places")."""
+    (kohaku.tasks.amounts.AmountRules; all on in conf/task/financebench.yaml):
+    ``params.rounded_inputs_tol`` (a computed figure within the gold's half unit plus this share
+    of it, e.g. 0.002), ``params.ratio_percent`` (a ratio written as a percent, both rounded),
+    ``params.unit_conversion`` (an amount in full read in the question's unit, ``in USD
+    millions``), ``params.final_figure`` (a computation's final figure), ``params.refusals`` (a
+    refusal is no answer), ``params.text_gold`` (a text gold's leading number),
+    ``params.asked_precision`` (the question's "round to two decimal places")."""
     rel_tol, rules = numeric_match_rules(params)
     out: list[float | None] = []
     for r in rows:
