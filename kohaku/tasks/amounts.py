@@ -75,6 +75,57 @@ Readings, never a percent reading and a scale reading at once:
   When both or neither write one, the values are compared as they are: ``1577`` against
   ``1577000`` is a 1,000x slip.
 
+**A careful grader's readings** (:class:`AmountRules`, each a named option, all off by default
+so that strict competitions and the per-kind metrics keep the rules above; FinanceBench's task
+turns them on: ``conf/task/financebench.yaml``, ``score.metrics[numeric].params``):
+
+- ``rounded_inputs_tol`` (a relative tolerance, e.g. 0.002): an answer computed from rounded
+  inputs is the gold's figure when it is within the gold's half unit plus
+  ``rounded_inputs_tol * |gold|`` (``42.67`` days for ``42.69``, ``93.89`` for ``93.86``,
+  ``24.25`` for ``24.26``; not ``2.7%`` for ``2.8%``, 3.6 % off, nor ``42.57`` for ``42.69``).
+  Only figures computed by division get it: a ratio, a percent, days (a gold without a
+  currency, a magnitude or a question's unit); a currency amount is a sum of reported figures
+  and stays exact. 0: off (the gold's precision only).
+- ``ratio_percent``: a ratio and a percent are the same quantity at the same precision. A
+  percent answer of a ratio gold is read as its fraction (``7.8%`` is 0.078), a fraction
+  answer of a percent gold as its percent, as the strict rules do; a conversion rounds twice,
+  so the two figures match when they are roundings of values at most ``rounded_inputs_tol``
+  apart: ``|p - t| <= half a unit of each one's last digit + rounded_inputs_tol * |t|``, both
+  keeping two significant digits (``7.8%`` for ``0.079``, ``65.3%`` for ``0.654``, ``101.4%``
+  for ``1.015``; not ``0.5%`` for ``0.004``). A percent written finer than the ratio gold
+  (its decimals + 2 exceed the gold's: ``-1.53%`` for a gold ``-0.02`` asked to two decimals)
+  answers another rounding than the one asked and matches only when its fraction is the
+  gold's figure within ``rounded_inputs_tol``.
+- ``unit_conversion``: an amount written out in full (no magnitude, at least one unit of the
+  question's: ``$5,466,312,000``) is converted to the unit the question asks for (``in USD
+  millions``: 5466.312) and compared at the gold's precision (``5466``, ``$5466.00``);
+  ``$381.603 million`` for ``382`` is compared in millions too (the strict rules already do).
+  :func:`question_unit` reads the question's unit.
+- ``final_figure``: in an answer that shows a computation (an operator ``=``, ``/``, ``*``,
+  ``+``, ``-`` between figures, or the words ``divide``/``dividing``, ``multiplied``,
+  ``subtract``, ``minus``, ``plus``, ``averaging``, ``calculated``, ``computed``, ``step 1``),
+  the figure that counts is the final one: after the last conclusion marker (also ``gives``,
+  ``yields``, ``we get``, ``final answer``, ``Answer:``; Markdown ``**`` is no operator), in
+  the last sentence that states a figure, the first figure that is neither an operand of the
+  computation (next to an operator, or after ``divided by`` ... in the same clause) nor a
+  comparison (``than`` ..., ``from``, ``versus``). ``Average inventory is 8,376 ...
+  Therefore, the ratio is approximately 3.45`` states 3.45, not the inventory; a computation
+  whose inputs include the gold's figure and whose final figure is another states the other.
+- ``refusals``: an answer that says the figure is not there (``not disclosed``, ``does not
+  provide``, ``cannot be determined``, ``unable to``, ``insufficient information``, ...) is no
+  answer, even when it ends with a number (``... not disclosed, so the amount is 0`` against a
+  gold of 0 is wrong).
+- ``text_gold``: a gold that is text beginning with a number (``87% of the total restructuring
+  liability is related Employee liabilities``) is matched by an answer that says that number
+  anywhere (a figure of the gold's kind, not only the first), in digits or in words
+  (``eighty-seven percent``).
+- ``asked_precision``: a question that asks for a number of decimals (``Round your answer to
+  two decimal places``, ``round to one decimal place``: :func:`question_decimals`) sets the
+  precision of a gold that is not a currency amount when its written form has fewer (a gold
+  ``0.8`` is 0.80: ``0.85`` is another figure, ``0.80`` and ``80%`` are the gold's).
+
+:data:`CAREFUL` holds FinanceBench's settings (every rule on, ``rounded_inputs_tol=0.002``).
+
 :func:`same_amount` is the symmetric version for grouping votes: both sides must be whole-cell
 amounts, and after the readings above (a bare number against a percent read either way)
 ``|a - b| <= rel_tol * max(|a|, |b|)``. :func:`normalize_text` groups free-text answers (SQuAD
@@ -86,7 +137,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Iterator
 
 from kohaku.tasks.text_match import normalize_answer
@@ -149,6 +200,36 @@ class Amount:
         if self.currency and self.decimals and float(self.number).is_integer():
             return 0
         return self.decimals
+
+
+@dataclass(frozen=True)
+class AmountRules:
+    """A careful grader's readings (module docstring), each a named option; the defaults are the
+    strict rules (every option off)."""
+
+    rounded_inputs_tol: float = 0.0   # relative slack between two roundings (0.002: 0.2 %); 0: off
+    ratio_percent: bool = False       # a percent finer than a ratio gold must be its figure
+    unit_conversion: bool = False     # an amount written in full is read in the question's unit
+    final_figure: bool = False        # a computation's final figure, not its inputs
+    refusals: bool = False            # "not disclosed ... is 0" is no answer
+    text_gold: bool = False           # a text gold's leading number, said anywhere (or in words)
+    asked_precision: bool = False     # "round to two decimal places": a gold "0.8" is 0.80
+
+    def validate(self) -> None:
+        """Raise ValueError for a tolerance that is negative or not a number."""
+        tol = self.rounded_inputs_tol
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
+            raise ValueError(f"rounded_inputs_tol must be a number >= 0 (e.g. 0.002), got {tol!r}")
+        for f in fields(self):
+            if f.name != "rounded_inputs_tol" and not isinstance(getattr(self, f.name), bool):
+                raise ValueError(f"{f.name} must be true or false, got {getattr(self, f.name)!r}")
+
+
+#: the strict rules (every option off)
+STRICT = AmountRules()
+#: FinanceBench's careful grader: every rule on, answers from rounded inputs within 0.2 %
+CAREFUL = AmountRules(rounded_inputs_tol=0.002, ratio_percent=True, unit_conversion=True,
+                      final_figure=True, refusals=True, text_gold=True, asked_precision=True)
 
 
 def parse_amount(text: object) -> Amount | None:
@@ -272,6 +353,38 @@ _SIGN_WORD = re.compile(r"\b(?:decreased?|declined?|decline of|fell|dropped|drop
 _CONCLUSION = re.compile(r"=|≈|\btherefore\b|\bthus\b|\bhence\b|\bso the\b|\bwhich gives\b"
                          r"|\bresulting in\b|\bresults in\b|\bcomes to\b|\bequals\b|\banswer is\b")
 
+# -- a careful grader's readings (AmountRules) --
+_CAREFUL_CONCLUSION = re.compile(_CONCLUSION.pattern + r"|\bgives?\b|\bgiving\b|\byields?\b|\bwe get\b"
+                                 r"|\bfinal answer\b|\banswer\s*:")
+# Markdown emphasis and code marks ("**Answer:** 3.45"): not operators
+_MARKDOWN = re.compile(r"\*\*|__|`")
+_REFUSAL = re.compile(
+    r"\bnot (?:been |be )?(?:disclosed|provided|available|stated|reported|specified|given|found)\b"
+    r"|\bnot (?:possible|able) to (?:determine|calculate|compute|find)\b"
+    r"|\b(?:does|do|did|can) ?not (?:disclose|provide|state|report|specify|give|contain|mention|"
+    r"determine|calculate|compute|find|answer)\b"
+    r"|\b(?:doesn't|don't|didn't|can't|cannot) (?:disclose|provide|state|report|specify|give|contain|"
+    r"mention|determine|calculate|compute|find|answer|be (?:determined|calculated|computed|found))\b"
+    r"|\bcannot be (?:determined|calculated|computed|found)\b|\bunable to\b"
+    r"|\b(?:insufficient|not enough) (?:data|information|details)\b"
+    r"|\bno (?:data|information|figures?|details) (?:is |are )?(?:available|provided|given|disclosed)\b"
+    r"|\bnothing (?:is )?disclosed\b")
+# a computation shown: an operator between figures, or the words of one
+_CHAIN = re.compile(r"\d[\d,.%)]*\s*(?:[=/*×÷+]|-\s)\s*[-($€£]*\s*\d|\bdivid(?:e|ed|ing)\b|\bmultipl"
+                    r"|\bsubtract|\bminus\b|\bplus\b|\baveraging\b|\bcalculat|\bcomput|\bstep \d")
+_OPERAND_AFTER = re.compile(r"\s*\)?\s*(?:[/*×÷+]|-\s|x\s|divided by\b|multiplied by\b|minus\b|plus\b|less\b)")
+_OPERAND_BEFORE = re.compile(r"(?:[/*×÷+]|\s-|\bdivided by|\bmultiplied by|\bminus|\bplus|\bless|\bover)"
+                             r"[a-z\s&'()\-]{0,40}$")
+_THAN = re.compile(r"\bthan\b[a-z\s'&\-]{0,40}$")
+_SENTENCE_END = re.compile(r"[.!?;](?=\s|$)")
+_WORD_UNITS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen".split())}
+_WORD_TENS = {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
+_WORD_PERCENT = re.compile(
+    r"\b(?:(?P<tens>" + "|".join(_WORD_TENS) + r")(?:[- ](?P<unit>" + "|".join(list(_WORD_UNITS)[1:10]) + r"))?"
+    r"|(?P<small>" + "|".join(_WORD_UNITS) + r"))\s*(?:%|percent\b|per cent\b)")
+
 
 def _balanced(span: str) -> str:
     """``span`` without parentheses that have no partner."""
@@ -362,11 +475,16 @@ def _compatible(gold: Amount | None, a: Amount) -> bool:
     return True
 
 
-def answer_amounts(pred: object, gold: Amount | None = None) -> list[Amount]:
+def answer_amounts(pred: object, gold: Amount | None = None, rules: AmountRules | None = None,
+                   every: bool = False) -> list[Amount]:
     """The amount of an answer that counts (module docstring): the whole cell when it is one
     amount; in a sentence, after its last conclusion marker, the first amount of the gold's
     kind that is not a comparison's (after ``from``, ``compared with``, ``versus``, ``the prior
-    year's``), and its negative too when a word gives its sign (``declined by 1.7%``)."""
+    year's``), and its negative too when a word gives its sign (``declined by 1.7%``).
+    ``rules`` (:class:`AmountRules`): ``refusals`` makes a refusal state none; ``final_figure``
+    takes a computation's final figure. ``every``: every amount of the gold's kind that is not a
+    comparison's, and percents said in words (``text_gold``)."""
+    rules = rules or STRICT
     if isinstance(pred, Amount):
         return [pred]
     whole = parse_amount(pred)
@@ -375,18 +493,65 @@ def answer_amounts(pred: object, gold: Amount | None = None) -> list[Amount]:
     if not isinstance(pred, str):
         return []
     s = _normalize(pred)
+    if rules.refusals and _REFUSAL.search(s):
+        return []
     spans = list(_spans(s))
-    for mark in reversed([m.end() for m in _CONCLUSION.finditer(s)]):
-        after = [x for x in spans if x[0] >= mark]
-        if after:
-            spans = after
-            break
-    stated = [(start, a) for start, _, a in spans if not _COMPARISON.search(s[max(0, start - 60):start])]
-    chosen = [(start, a) for start, a in stated if _compatible(gold, a)][:1]
+    if every:
+        out = [a for start, _, a in spans
+               if _compatible(gold, a) and not _COMPARISON.search(s[max(0, start - 60):start])]
+        return out + _percent_words(s)
+    chosen: list[tuple[int, Amount]] = []
+    if rules.final_figure and _CHAIN.search(_MARKDOWN.sub(" ", s)):
+        plain = _MARKDOWN.sub(lambda m: " " * len(m.group(0)), s)   # same offsets as the spans
+        chosen = _final_figure(plain, spans, gold)
+    if not chosen:
+        for mark in reversed([m.end() for m in _CONCLUSION.finditer(s)]):
+            after = [x for x in spans if x[0] >= mark]
+            if after:
+                spans = after
+                break
+        stated = [(start, a) for start, _, a in spans if not _COMPARISON.search(s[max(0, start - 60):start])]
+        chosen = [(start, a) for start, a in stated if _compatible(gold, a)][:1]
     out = [a for _, a in chosen]
     for start, a in chosen:       # "declined by 1.7%": the sign written as a word, either sign
         if a.value > 0 and _SIGN_WORD.search(s[max(0, start - 40):start]):
             out.append(Amount(-a.value, a.decimals, a.percent, a.currency, a.magnitude))
+    return out
+
+
+def _final_figure(s: str, spans: list[tuple[int, int, Amount]], gold: Amount | None) -> list[tuple[int, Amount]]:
+    """The final figure of a computation (``final_figure``, module docstring): after the last
+    conclusion marker, in the last sentence that states one, the first amount of the gold's kind
+    that is neither an operand nor a comparison; [] when there is none."""
+    marks = [m.end() for m in _CAREFUL_CONCLUSION.finditer(s)]
+    for mark in reversed(marks):
+        if any(x[0] >= mark for x in spans):
+            spans = [x for x in spans if x[0] >= mark]
+            break
+    ends = [m.end() for m in _SENTENCE_END.finditer(s)]
+    kept = []
+    for start, end, a in spans:
+        head = s[max(0, start - 60):start]
+        if _COMPARISON.search(head) or _THAN.search(head) or not _compatible(gold, a):
+            continue
+        if _OPERAND_AFTER.match(s, end) or _OPERAND_BEFORE.search(head):
+            continue
+        kept.append((sum(e <= start for e in ends), start, a))
+    if not kept:
+        return []
+    last = max(k[0] for k in kept)
+    return [next((start, a) for n, start, a in kept if n == last)]
+
+
+def _percent_words(s: str) -> list[Amount]:
+    """Percents said in words (``eighty-seven percent``), for ``text_gold``."""
+    out = []
+    for m in _WORD_PERCENT.finditer(s):
+        if m.group("small"):
+            value = _WORD_UNITS[m.group("small")]
+        else:
+            value = _WORD_TENS[m.group("tens")] + (_WORD_UNITS[m.group("unit")] if m.group("unit") else 0)
+        out.append(Amount(float(value), 0, percent=True))
     return out
 
 
@@ -435,8 +600,10 @@ def _close(diff: float, tol: float) -> bool:
     return diff <= tol * (1 + 1e-9) + 1e-12
 
 
-def amount_matches(t: Amount, p: Amount, rel_tol: float = 0.0) -> bool:
-    """Whether the prediction amount ``p`` states the gold amount ``t`` (module docstring)."""
+def amount_matches(t: Amount, p: Amount, rel_tol: float = 0.0, rules: AmountRules | None = None) -> bool:
+    """Whether the prediction amount ``p`` states the gold amount ``t`` (module docstring;
+    ``rules``: ``rounded_inputs_tol`` and ``ratio_percent`` of :class:`AmountRules`)."""
+    rules = rules or STRICT
     if _currencies_clash(t, p):
         return False
     for tv, pv, tu, pu in _pairs(t, p, gold=True):
@@ -445,10 +612,19 @@ def amount_matches(t: Amount, p: Amount, rel_tol: float = 0.0) -> bool:
             if _close(diff, rel_tol * abs(tv)):
                 return True
             continue
-        tol = 0.5 * 10.0 ** -t.precision_decimals * tu
-        coarse = 0.5 * 10.0 ** -p.decimals * pu
-        if coarse > tol and p.significant >= 2:
-            tol = coarse
+        half_t = 0.5 * 10.0 ** -t.precision_decimals * tu
+        half_p = 0.5 * 10.0 ** -p.decimals * pu
+        # a currency amount is a sum of reported figures: exact; ratios, percents, days are computed
+        slack = rules.rounded_inputs_tol * abs(tv) if t.currency is None and t.magnitude is None else 0.0
+        if rules.ratio_percent and p.percent and not t.percent and p.decimals + 2 > t.precision_decimals:
+            tol = half_p + slack           # a percent finer than the ratio gold: its own figure
+        elif rules.ratio_percent and p.percent != t.percent and p.significant >= 2 and t.significant >= 2:
+            tol = half_t + half_p + slack  # converted: two roundings of values within the slack
+        else:
+            tol = half_t
+            if half_p > tol and p.significant >= 2:
+                tol = half_p
+            tol += slack
         if _close(diff, max(tol, rel_tol * abs(tv))):
             return True
     return False
@@ -458,31 +634,68 @@ def _as_amount(x: object) -> Amount | None:
     return x if isinstance(x, Amount) else parse_amount(x)
 
 
+_QUESTION_UNIT = re.compile(
+    r"(?:\busd|\bus\$|\$|\bdollars?)\s?(thousands?|millions?|billions?)\b"
+    r"|\bin (?:(?:usd|us\$|\$)\s?)?(thousands?|millions?|billions?)\b")
+
+
 def question_unit(question: str | None) -> float | None:
     """The unit a question asks amounts in (``in USD millions`` → 1e6, ``USD billions``,
-    ``USD thousands``), or None."""
-    m = re.search(r"\b(?:usd|us\$|\$|dollars?) ?(thousands|millions|billions)\b|\bin (thousands|millions|billions)\b",
-                  (question or "").lower())
+    ``in USD million``, ``in $ millions``, ``in thousands``), or None."""
+    m = _QUESTION_UNIT.search((question or "").lower())
     if not m:
         return None
-    return {"thousands": 1e3, "millions": 1e6, "billions": 1e9}[m.group(1) or m.group(2)]
+    word = (m.group(1) or m.group(2)).rstrip("s")
+    return {"thousand": 1e3, "million": 1e6, "billion": 1e9}[word]
 
 
-def numeric_match(truth: object, pred: object, rel_tol: float = 0.0, unit: float | None = None) -> bool | None:
+_ASKED_DECIMALS = re.compile(r"\bround(?:ed|ing)?\b[^.?]{0,40}?\bto (one|two|three|four|[1-4]) decimal")
+
+
+def question_decimals(question: str | None) -> int | None:
+    """The decimals a question asks an answer rounded to (``Round your answer to two decimal
+    places`` → 2), or None."""
+    m = _ASKED_DECIMALS.search((question or "").lower())
+    if not m:
+        return None
+    return {"one": 1, "two": 2, "three": 3, "four": 4}.get(m.group(1)) or int(m.group(1))
+
+
+def _unit_readings(t: Amount, p: Amount, unit: float | None, rules: AmountRules) -> Iterator[Amount]:
+    """``p``, and with ``unit_conversion`` an amount written out in full read in the question's
+    unit (``$5,466,312,000`` in millions: 5466.312, to the dollar)."""
+    yield p
+    if (rules.unit_conversion and unit and t.magnitude is None and not t.percent and p.magnitude is None
+            and not p.percent and abs(p.value) >= min(unit, 1e6)):
+        yield Amount(p.value / unit, p.decimals + round(math.log10(unit)), False, p.currency, None)
+
+
+def numeric_match(truth: object, pred: object, rel_tol: float = 0.0, unit: float | None = None,
+                  rules: AmountRules | None = None, decimals: int | None = None) -> bool | None:
     """Whether the answer ``pred`` (an amount, or a sentence read for the amount it states)
     states the gold amount ``truth`` (module docstring); None when ``truth`` is not an amount
     (the metric does not cover the question), False when ``pred`` states none. ``unit``: the
     unit the question asks in (:func:`question_unit`): a gold written without a magnitude is in
-    that unit, against an answer that writes one."""
+    that unit, against an answer that writes one. ``rules``: a careful grader's readings
+    (:class:`AmountRules`; None: the strict rules). ``decimals``: the decimals the question asks
+    for (:func:`question_decimals`), read with ``asked_precision``."""
+    rules = rules or STRICT
     t = gold_amount(truth)
     if t is None:
         return None
-    for p in answer_amounts(pred, t):
-        gold = t
-        if unit and t.magnitude is None and not t.percent and p.magnitude is not None:
-            gold = Amount(t.value * unit, t.decimals, False, t.currency, unit)
-        if amount_matches(gold, p, rel_tol):
-            return True
+    if (rules.asked_precision and decimals is not None and decimals > t.decimals and t.currency is None
+            and t.magnitude is None and unit is None):
+        t = Amount(t.value, decimals, t.percent, None, None)
+    every = rules.text_gold and isinstance(truth, str) and parse_amount(truth) is None
+    if unit and rules.rounded_inputs_tol:      # an amount asked in USD millions: no rounded-inputs slack
+        rules = replace(rules, rounded_inputs_tol=0.0)
+    for p in answer_amounts(pred, t, rules, every=every):
+        for q in _unit_readings(t, p, unit, rules):
+            gold = t
+            if unit and t.magnitude is None and not t.percent and q.magnitude is not None:
+                gold = Amount(t.value * unit, t.decimals, False, t.currency, unit)
+            if amount_matches(gold, q, rel_tol, rules):
+                return True
     return False
 
 
