@@ -12,4 +12,6 @@ FUNCTIONS: dict[str, dict[str, str]] = {
 }
 
 #: the params each of the room's functions accepts (kohaku.tasks.catalog; none when not listed)
-PARAMS: dict[str, dict[str, tuple[str, ...]]] = {"metric": {"numeric_match": ("rel_tol",)}}
+PARAMS: dict[str, dict[str, tuple[str, ...]]] = {"metric": {"numeric_match": (
+    "rel_tol", "rounded_inputs_tol", "ratio_percent", "unit_conversion", "final_figure", "refusals",
+    "text_gold", "asked_precision")}}   # rel_tol and kohaku.tasks.amounts.AmountRules' fields
