@@ -136,6 +136,18 @@ class Key:
     default: str       # the default, shortened
     meaning: str       # the comment beside or above the field
     where: str         # module:Class that declares it
+    code_text: str = ""  # the default as value_text writes it (compared with a plain run's value)
+
+
+def _default_value(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        try:
+            return f.default_factory()  # type: ignore[misc]
+        except Exception:  # noqa: BLE001
+            return dataclasses.MISSING
+    return dataclasses.MISSING
 
 
 def _default(f: dataclasses.Field) -> str:
@@ -176,8 +188,10 @@ def dataclass_keys(cls: type, prefix: str) -> Iterator[Key]:
         inner = _nested(hints.get(f.name))
         if not meaning and inner is not None and inner.__doc__ and not inner.__doc__.startswith(inner.__name__ + "("):
             meaning = first_paragraph(inner.__doc__)   # a nested part: its class's docstring
+        value = _default_value(f)
+        code = "" if value is dataclasses.MISSING or dataclasses.is_dataclass(value) else value_text(value)
         yield Key(f"{prefix}.{f.name}", annotation, _default(f), meaning,
-                  f"{owner.__module__}:{owner.__name__}")
+                  f"{owner.__module__}:{owner.__name__}", code)
         if inner is not None:
             yield from dataclass_keys(inner, f"{prefix}.{f.name}")
 
@@ -202,6 +216,12 @@ def config_groups() -> list[tuple[str, str, type]]:
     groups.append(("hydra.callbacks.mlflow (experiment tracking)", "hydra.callbacks.mlflow",
                    _import("kohaku.report.tracking:TrackingConfig")))
     return groups
+
+
+def _yaml_value(text: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(text) if text else None
 
 
 _YAML_KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z_][\w]*):(?P<rest>.*)$")
@@ -235,7 +255,8 @@ def root_keys(path: Path = ROOT / "conf" / "config.yaml") -> list[Key]:
             above.insert(0, lines[j].strip().lstrip("#").strip())
             j -= 1
         meaning = beside.strip() or " ".join(above)
-        out.append(Key(key, "", value.strip(), _clean(meaning), "conf/config.yaml"))
+        out.append(Key(key, "", value.strip(), _clean(meaning), "conf/config.yaml",
+                       value_text(_yaml_value(value.strip()))))
     return out
 
 
@@ -330,45 +351,247 @@ def _code(text: str) -> str:
     return "`` " + text.replace("|", "\\|") + " ``" if "`" in text else f"`{_cell(text)}`"
 
 
-def _key_table(keys: list[Key]) -> list[str]:
-    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+def _key_table(keys: list[Key], plain: dict[str, str] | None = None) -> list[str]:
+    """The keys as a table; with ``plain`` (key -> the value a plain run uses, as
+    :func:`plain_run_values` gives it) a column of those, in bold where they differ from the code's."""
+    if plain is None:
+        lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+        for k in keys:
+            lines.append(f"| `{k.path}` | {_code(k.type)} | {_code(k.default)} | {_cell(k.meaning)} |")
+        return lines
+    lines = ["| key | type | default (code) | plain run | meaning |", "|---|---|---|---|---|"]
     for k in keys:
-        lines.append(f"| `{k.path}` | {_code(k.type)} | {_code(k.default)} | {_cell(k.meaning)} |")
+        value = plain.get(k.path, NOT_USED)
+        cell = _code(value) if value not in (NOT_USED, NESTED) else value
+        if value not in (NOT_USED, NESTED) and value != k.code_text:
+            cell = f"**{cell}**"
+        lines.append(f"| `{k.path}` | {_code(k.type)} | {_code(k.default)} | {cell} | {_cell(k.meaning)} |")
     return lines
 
 
+# -- the values a plain run uses ---------------------------------------------------------------
+
+#: the plain-run cell of a key the composed config does not hold (another llm backend's key, a
+#: callback a plain run does not add) and of a nested part (its keys follow)
+NOT_USED = "(not in a plain run)"
+NESTED = "(see its keys)"
+#: longer values are cut to this many characters (tests compare the cut text with the start)
+VALUE_CHARS = 60
+
+
+def _plain(value: Any) -> Any:
+    """A value as OmegaConf gives it back: tuples as lists, enums by name."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, "name") and type(value).__module__ != "builtins" and hasattr(type(value), "__members__"):
+        return value.name
+    return value
+
+
+def value_text(value: Any) -> str:
+    """A config value as the configuration reference writes it: ``null``, else its ``repr``
+    (lists for tuples), cut to :data:`VALUE_CHARS` characters with ``...``."""
+    text = "null" if value is None else repr(_plain(value))
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 3] + "..."
+
+
+def plain_run_config() -> dict[str, Any]:
+    """The config a plain ``scripts/run.py`` (no overrides) composes, resolved, as plain data
+    (``hydra`` excluded); the same as ``scripts/run.py --cfg job`` prints."""
+    from omegaconf import OmegaConf
+
+    from kohaku.runner.pipeline import compose_config
+
+    return OmegaConf.to_container(compose_config(), resolve=True)  # type: ignore[return-value]
+
+
+def lookup(data: Any, path: str) -> Any:
+    """The value at a dotted ``path`` of nested dicts; KeyError where there is none."""
+    for part in path.split("."):
+        if not isinstance(data, dict) or part not in data:
+            raise KeyError(path)
+        data = data[part]
+    return data
+
+
+def plain_run_values(keys: list[Key], data: dict[str, Any] | None = None) -> dict[str, str]:
+    """Key -> the text of the value a plain run uses (nested parts: :data:`NESTED`; keys the
+    composed config lacks are left out)."""
+    data = plain_run_config() if data is None else data
+    out = {}
+    for k in keys:
+        try:
+            value = lookup(data, k.path)
+        except KeyError:
+            continue
+        out[k.path] = NESTED if k.default == NESTED and isinstance(value, dict) else value_text(value)
+    return out
+
+
+def _active(title: str, prefix: str, data: dict[str, Any]) -> bool:
+    """Whether a plain run uses this group's dataclass: the llm backends' configs share the
+    ``llm`` keys, and a plain run's ``llm.backend`` picks one."""
+    m = re.search(r"llm\.backend=(\w+)", title)
+    return m is None or data.get("llm", {}).get("backend") == m[1]
+
+
 def config_page() -> str:
+    data = plain_run_config()
     out = [HEADER, "# Configuration reference", "",
-           "Every key `scripts/run.py` takes, by config group: its type, its default (the code's; a",
-           "group's option files under `conf/<group>/` override some) and what it means. Set one with",
-           "`group.key=value` on the command line, pick an option file with `group=option`; "
-           "`scripts/run.py --cfg job` prints the composed values. The task's keys are in",
-           "[Task keys](task.md).", ""]
-    out += ["## Root keys (conf/config.yaml)", ""] + _key_table(root_keys()) + [""]
+           "Every key `scripts/run.py` takes, by config group: its type, its default in the code, the "
+           "value a **plain run** uses (`scripts/run.py` with no overrides: `conf/config.yaml` and the "
+           "option files it picks, in bold where that differs from the code's) and what it means. Set "
+           "one with `group.key=value` on the command line, pick an option file with `group=option` "
+           "([every option file](#option-files-of-each-config-group)); `scripts/run.py --cfg job` "
+           "prints the composed values. The task's keys are in [Task keys](task.md).", ""]
+    root = root_keys()
+    out += ["## Root keys (conf/config.yaml)", ""] + _key_table(root, plain_run_values(root, data)) + [""]
     for title, prefix, cls in config_groups():
         out += [f"## {title}", ""]
         doc = first_paragraph(cls.__doc__) if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "(") else ""
         out += [f"`{cls.__module__}.{cls.__name__}`" + (f": {doc}" if doc else ""), ""]
-        out += _key_table(list(dataclass_keys(cls, prefix))) + [""]
+        keys = list(dataclass_keys(cls, prefix))
+        if not _active(title, prefix, data):
+            out += [f"A plain run uses another backend (`llm.backend={data['llm']['backend']}`): "
+                    "pick an option file of this one (below) to use these keys.", ""]
+        out += _key_table(keys, plain_run_values(keys, data) if _active(title, prefix, data) else {}) + [""]
+    out += option_files_section()
     return "\n".join(out)
+
+
+CONF = ROOT / "conf"
+
+
+@dataclasses.dataclass
+class Option:
+    group: str       # the config group, e.g. llm, hydra/launcher
+    name: str        # the option's name (its file's stem)
+    path: str        # conf/<group>/<name>.yaml
+    what: str        # the first sentence of its leading comment
+    sets: list[str]  # the keys it sets (dotted), and the groups it overrides (group=option)
+    default: bool    # conf/config.yaml picks it
+
+
+def _leading_comment(lines: list[str]) -> str:
+    """A YAML file's leading comment, up to its first command example or blank line, as one
+    sentence or two."""
+    text = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        body = line[1:]
+        if body.strip().startswith("@package"):
+            continue
+        if not body.strip() or body.startswith("   ") or re.match(r"\s*(python|\.venv|bash|mlflow)\b", body):
+            break
+        text.append(body.strip())
+    joined = _clean(" ".join(text))
+    # the first sentence (the first two where the first is short): cut at a full stop outside
+    # parentheses that a capital follows
+    depth, cut = 0, []
+    for i, ch in enumerate(joined):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "." and depth == 0 and re.match(r"\.\s+[A-Z]", joined[i:]):
+            cut.append(i + 1)
+    ends = [c for c in cut if c >= 50]
+    return joined[: ends[0]] if ends else joined
+
+
+def _set_keys(data: Any, prefix: str) -> list[str]:
+    if isinstance(data, dict) and not data:
+        return []
+    if not isinstance(data, dict):
+        return [prefix] if prefix else []
+    out: list[str] = []
+    for key, value in data.items():
+        if key in ("defaults", "_target_"):
+            continue
+        out += _set_keys(value, f"{prefix}.{key}" if prefix else str(key))
+    return out
+
+
+def _overrides(data: Any) -> list[str]:
+    out = []
+    for item in (data.get("defaults") or []) if isinstance(data, dict) else []:
+        if isinstance(item, dict):
+            for key, value in item.items():
+                key = str(key).replace("override ", "").lstrip("/")
+                if not key.endswith("_schema") and not str(value).endswith("_schema"):
+                    out.append(f"{key}={value}")
+    return out
+
+
+def option_files() -> list[Option]:
+    """Every option file of every config group under ``conf/`` (``conf/<group>/*.yaml``, the
+    Hydra groups ``conf/hydra/<group>/`` too), with the first sentence of its leading comment and
+    the keys it sets."""
+    import yaml
+
+    root = yaml.safe_load((CONF / "config.yaml").read_text(encoding="utf-8"))
+    picked = set()
+    for item in root.get("defaults", []):
+        if isinstance(item, dict):
+            for key, value in item.items():
+                picked.add(f"{str(key).replace('override ', '')}={value}")
+    out = []
+    for path in sorted(CONF.rglob("*.yaml")):
+        rel = path.relative_to(CONF)
+        if len(rel.parts) < 2:
+            continue
+        group = rel.parent.as_posix()
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text) or {}
+        package = re.search(r"^# @package (\S+)", text, re.M)
+        prefix = "" if package and package[1] == "_global_" else package[1] if package else group.replace("/", ".")
+        sets = _overrides(data) + _set_keys({k: v for k, v in data.items() if k != "defaults"}, prefix)
+        out.append(Option(group, path.stem, f"conf/{rel.as_posix()}", _leading_comment(text.splitlines()),
+                          sets, f"{group}={path.stem}" in picked))
+    return out
+
+
+def option_files_section() -> list[str]:
+    out = ["## Option files of each config group", "",
+           "Every file under `conf/<group>/`: pick one with `group=NAME` (`+experiment=NAME` adds a "
+           "named configuration; `hydra/launcher=NAME` picks where a sweep's points run). What it is "
+           "(its leading comment) and the keys it sets over the code's defaults; the one a plain run "
+           "picks is marked *(plain run)*.", ""]
+    by_group: dict[str, list[Option]] = {}
+    for o in option_files():
+        by_group.setdefault(o.group, []).append(o)
+    order = sorted(by_group, key=lambda g: (g.startswith("hydra"), g))
+    for group in order:
+        pick = f"+{group}=NAME" if group == "experiment" else f"{group}=NAME"
+        out += [f"### {group}", "", f"`{pick}`", "", "| option | what it is | sets |", "|---|---|---|"]
+        for o in by_group[group]:
+            shown = ", ".join(f"`{k}`" for k in o.sets[:10]) + (f" and {len(o.sets) - 10} more" if len(o.sets) > 10 else "")
+            shown = shown or "nothing: the code's defaults"
+            mark = " *(plain run)*" if o.default else ""
+            out.append(f"| `{group}={o.name}`{mark}<br>`{o.path}` | {_cell(o.what)} | {_cell(shown)} |")
+        out += [""]
+    return out
 
 
 def task_page() -> str:
     from kohaku.tasks.spec import Task
 
+    data = plain_run_config()
     out = [HEADER, "# Task keys", "",
            "A task (`conf/task/<name>.yaml`, or a YAML of your own given as `task=...` or "
            "`--task FILE`) says what a competition asks and how it scores "
            "([your own competition](../tutorials/own-competition.md)). Every key, with its type, "
-           "default and meaning (`kohaku/tasks/spec.py`):", ""]
+           "its default in the code, the value a plain run uses (the default task, "
+           f"`task={data['task']['name']}`; in bold where it differs) and its meaning "
+           "(`kohaku/tasks/spec.py`):", ""]
     by_part: dict[str, list[Key]] = {}
     for k in dataclass_keys(Task, "task"):
         part = k.path.split(".")[1] if k.path.count(".") > 1 else ""
         by_part.setdefault(part, []).append(k)
     top = [k for k in by_part.pop("", [])]
-    out += ["## task", ""] + _key_table(top) + [""]
+    out += ["## task", ""] + _key_table(top, plain_run_values(top, data)) + [""]
     for part, keys in by_part.items():
-        out += [f"## task.{part}", ""] + _key_table(keys) + [""]
+        out += [f"## task.{part}", ""] + _key_table(keys, plain_run_values(keys, data)) + [""]
     return "\n".join(out)
 
 
@@ -423,13 +646,42 @@ def script_help(path: Path) -> str:
         return ("The Hydra app: `scripts/run.py [group=option] [group.key=value] [+experiment=NAME] "
                 "[--multirun]`; `--cfg job` prints the composed config, `--help` lists the groups. "
                 "Every key: [Configuration reference](config.md).")
-    env = dict(os.environ, COLUMNS=HELP_COLUMNS, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=300)
+    env = dict(os.environ, COLUMNS=HELP_COLUMNS, LINES="50", HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(ROOT))
+    env.pop("FORCE_COLOR", None)
+    env["NO_COLOR"] = "1"
+    proc = subprocess.run([sys.executable, "-c", _HELP_RUNNER, str(path), str(ROOT)],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     text = proc.stdout if proc.stdout.strip() else proc.stderr
-    # defaults computed from the checkout's place: written relative to it (no machine's paths)
-    return text.replace(str(ROOT) + os.sep, "").replace(str(ROOT.parent) + os.sep, "../").rstrip()
+    return _relative(text, str(ROOT)).rstrip()
+
+
+def _relative(text: str, root: str) -> str:
+    """Paths computed from the checkout's place written relative to it (no machine's paths)."""
+    parent = os.path.dirname(root)
+    return text.replace(root + os.sep, "").replace(parent + os.sep, "../")
+
+
+#: runs a script's ``--help`` with argparse's formatter making the checkout's paths relative
+#: BEFORE it wraps the text (a default such as the corpus folder is an absolute path: wrapped
+#: first, the page would depend on how long the checkout's path is)
+_HELP_RUNNER = """
+import argparse, os, runpy, sys
+script, root = sys.argv[1], sys.argv[2]
+parent = os.path.dirname(root)
+def rel(text):
+    if not isinstance(text, str):
+        return text
+    return text.replace(root + os.sep, "").replace(parent + os.sep, "../")
+expand, add_text, add_usage = (argparse.HelpFormatter._expand_help, argparse.HelpFormatter.add_text,
+                               argparse.HelpFormatter.add_usage)
+argparse.HelpFormatter._expand_help = lambda self, action: rel(expand(self, action))
+argparse.HelpFormatter.add_text = lambda self, text: add_text(self, rel(text))
+argparse.HelpFormatter.add_usage = lambda self, usage, *a, **k: add_usage(self, rel(usage), *a, **k)
+sys.argv = [script, "--help"]
+sys.path.insert(0, os.path.dirname(script))
+runpy.run_path(script, run_name="__main__")
+"""
 
 
 def scripts_page(helps: dict[str, str] | None = None) -> str:
