@@ -20,7 +20,9 @@ from kohaku.tools import reference
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "docs" / "reference"
-ROW = re.compile(r"^\| `(?P<key>[^`]+)` \| (?P<type>.*?) \| (?P<code>.*?) \| (?P<plain>.*?) \| (?P<meaning>.*) \|$")
+#: a key's heading and its line: type (where it has one), the code's default, a plain run's value
+ENTRY = re.compile(r"^### `(?P<key>[^`]+)` \{ #[^}]+ \}\n\n(?:type (?P<type>.*?) · )?default (?P<code>.*?) "
+                   r"· plain run (?P<plain>.*)$", re.M)
 
 
 def _cell_value(cell: str) -> str:
@@ -39,13 +41,19 @@ def page_plain_values(*names: str) -> dict[str, str]:
     """key -> its "plain run" cell, from the committed pages' key tables."""
     out: dict[str, str] = {}
     for name in names:
-        for line in (PAGES / name).read_text(encoding="utf-8").splitlines():
-            m = ROW.match(line)
-            if m and not m["key"].startswith(("caption=", "llm=")) and "=" not in m["key"]:
-                # the same key may be listed by several llm backends: the one a plain run uses has a value
-                value = _cell_value(m["plain"])
-                if value != reference.NOT_USED or m["key"] not in out:
-                    out[m["key"]] = value
+        for m in ENTRY.finditer((PAGES / name).read_text(encoding="utf-8")):
+            # the same key may be listed by several llm backends: the one a plain run uses has a value
+            value = _cell_value(m["plain"])
+            if value != reference.NOT_USED or m["key"] not in out:
+                out[m["key"]] = value
+    return out
+
+
+def page_entries(name: str) -> dict[str, re.Match]:
+    """key -> its entry's match (the first, for a key several llm backends share)."""
+    out: dict[str, re.Match] = {}
+    for m in ENTRY.finditer((PAGES / name).read_text(encoding="utf-8")):
+        out.setdefault(m["key"], m)
     return out
 
 
@@ -109,8 +117,7 @@ def test_every_key_of_a_plain_run_is_on_the_pages_with_its_value(cfg_job):
 def test_the_keys_the_issue_named_read_a_plain_runs_values(cfg_job):
     """The seven keys whose code default a plain run overrides (issue 57) read the run's value,
     in bold, beside the code's."""
-    text = (PAGES / "config.md").read_text(encoding="utf-8")
-    rows = {m["key"]: m for m in map(ROW.match, text.splitlines()) if m}
+    rows = page_entries("config.md")
     assert _cell_value(rows["infer.max_retries"]["code"]) == "2"
     assert rows["infer.max_retries"]["plain"] == "**`0`**"
     assert rows["embed.batch_size"]["plain"] == "**`512`**" and _cell_value(rows["embed.batch_size"]["code"]) == "64"
