@@ -836,6 +836,90 @@ def formats_page() -> str:
     return "\n".join(out)
 
 
+# -- the library's API, from its source ---------------------------------------------------------
+
+#: folders of kohaku/ that are no library (the runner layer, the stage adapters, the commands' code)
+NOT_LIBRARY = ("kohaku/runner", "kohaku/stages", "kohaku/tools")
+
+
+def library_modules() -> list[Path]:
+    """The library's modules: kohaku/ less the runner, the stages and the tools; no private
+    module (``_name.py``)."""
+    out = []
+    for path in _sources():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(NOT_LIBRARY) or (path.name.startswith("_") and path.name != "__init__.py"):
+            continue
+        out.append(path)
+    return out
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+    if isinstance(node, ast.ClassDef):
+        init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if init is None:
+            return ""
+        args = ast.unparse(init.args)
+        args = re.sub(r"^self(, )?", "", args)
+        return f"({args})"
+    returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+    return f"({ast.unparse(node.args)}){returns}"
+
+
+def module_api(path: Path) -> tuple[str, str, list[tuple[str, str, str, str]]]:
+    """(module name, its docstring's first paragraph, [(kind, name, signature, first paragraph)])
+    of one module, read from its source (no import: the page does not depend on which optional
+    packages are installed). Public: a top-level function or class whose name has no leading
+    underscore, and which ``__all__`` lists where the module has one."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    mod = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    mod = mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
+    listed = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            try:
+                listed = set(ast.literal_eval(node.value))
+            except ValueError:
+                listed = None
+    items = []
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or node.name.startswith("_"):
+            continue
+        if listed is not None and node.name not in listed:
+            continue
+        kind = "class" if isinstance(node, ast.ClassDef) else "def"
+        items.append((kind, node.name, _signature(node), first_paragraph(ast.get_docstring(node))))
+    return mod, first_paragraph(ast.get_docstring(tree)), items
+
+
+def api_page() -> str:
+    """docs/reference/api.md: every public function and class of the library's modules, with
+    its signature and the first paragraph of its docstring."""
+    out = [HEADER, "# Python API", "",
+           "The library's modules (`kohaku/` less the runner, the stage adapters and the commands' "
+           "code), each with its public functions and classes: the signature as written and the "
+           "first paragraph of the docstring; the rest of a docstring is in the source. Read from "
+           "the source, offline. Configuration keys are on [their own page](config.md); the names a "
+           "task YAML can use on [Named functions](functions.md). A worked example of using the "
+           "library for a metric of your own: [a custom metric](../examples/custom-metric.md).", ""]
+    by_package: dict[str, list[tuple[str, str, list]]] = {}
+    for path in library_modules():
+        mod, doc, items = module_api(path)
+        if not items and not doc:
+            continue
+        package = ".".join(mod.split(".")[:2])
+        by_package.setdefault(package, []).append((mod, doc, items))
+    for package, modules in by_package.items():
+        out += [f"## {package}", ""]
+        for mod, doc, items in modules:
+            out += [f"### `{mod}`", "", doc or "(no module docstring)", ""]
+            for kind, name, sig, meaning in items:
+                text = f"{kind} {name}{sig}"
+                out += [f"- **`{name}`**: {_code(text)}" + (f"<br>{_cell(meaning)}" if meaning else "")]
+            out += [""]
+    return "\n".join(out)
+
+
 # -- the pipeline: diagram and stage table, from the stage registry ----------------------------
 
 
@@ -957,6 +1041,7 @@ def pages(with_scripts: bool = True) -> dict[str, str]:
     """Page file name under docs/reference/ -> its text."""
     out = {"config.md": config_page(), "task.md": task_page(), "functions.md": functions_page(),
            "formats.md": formats_page(), "errors.md": errors_page(), "pipeline.md": pipeline_page(),
+           "api.md": api_page(),
            "pipeline.svg": pipeline_svg()}
     if with_scripts:
         out["scripts.md"] = scripts_page()
