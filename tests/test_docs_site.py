@@ -143,3 +143,18 @@ def test_search_finds_a_config_key_by_any_part_of_its_name(browser, served, key,
     for words in (key, key.rsplit(".", 1)[1], word):
         pages = _first_pages(search(browser, served, words))
         assert page in pages, f"{words!r}: {pages}"
+
+
+@pytest.mark.parametrize("words", ["parse.doc_timeout_s", "doc_timeout_s", "timeout", "doc"])
+def test_search_finds_the_reference_and_the_guide_of_a_key(browser, served, words):  # noqa: F811
+    """A key's parts find both the page that defines it and the guide that explains it (issue
+    57: `timeout` found neither)."""
+    pages = _first_pages(search(browser, served, words))
+    assert "/reference/config/" in pages and "/guides/faults-and-limits/" in pages, pages
+
+
+@pytest.mark.parametrize("words, page", [("unknown key", "/troubleshooting/"), ("troubleshooting", "/troubleshooting/"),
+                                         ("glossary", "/concepts/"), ("llm=vllm_qwen2_5_7b", "/reference/config/"),
+                                         ("pipeline diagram", "/reference/pipeline/")])
+def test_search_finds_the_new_pages(browser, served, words, page):  # noqa: F811
+    assert page in _first_pages(search(browser, served, words))
