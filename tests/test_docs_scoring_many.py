@@ -23,7 +23,7 @@ def commands() -> list[str]:
 def test_the_guides_commands_run_as_written():
     shutil.rmtree(REPO / "outputs" / "scoring-many", ignore_errors=True)
     cmds = commands()
-    assert len(cmds) == 10 and all(c.startswith("python scripts/") for c in cmds)
+    assert len(cmds) == 10 and all(c.startswith(".venv/bin/python scripts/") for c in cmds)
     out = {}
     for cmd in cmds:
         argv = shlex.split(cmd)

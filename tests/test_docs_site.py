@@ -92,7 +92,7 @@ def search(driver, base: str, words: str, timeout_s: float = 15.0) -> list[str]:
 
 
 @pytest.mark.parametrize("words, page", [
-    ("restrict_column", "/reference/config/#retrieve"),
+    ("restrict_column", "/reference/config/#retrieve-restrict_column"),
     ("pools", "/reference/formats/#cited-pages-and-page-pools"),
     ("params.average", "/reference/functions/#metric-na_f1"),
     ("unknown key", "/reference/errors/#configerror"),
@@ -102,3 +102,59 @@ def test_search_finds_it_offline(browser, served, words, page):  # noqa: F811 - 
     assert page in links, links
     # nothing failed to load (a font or script from the network would, here)
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+#: (config key, the page that defines it, a word inside its name): each found by its full dotted
+#: name, by its last part and by that word (issue 57: words split at _ and . too: mkdocs.yml's
+#: search separator). score.unanswered is a task key (task.score.unanswered) whose last part is
+#: its only word.
+KEYS = [
+    ("parse.doc_timeout_s", "/reference/config/", "timeout"),
+    ("retrieve.restrict_column", "/reference/config/", "restrict"),
+    ("score.unanswered", "/reference/task/", "unanswered"),
+    ("infer.max_retries", "/reference/config/", "retries"),
+    ("embed.cpu_fallback", "/reference/config/", "fallback"),
+    ("embed.batch_size", "/reference/config/", "batch"),
+    ("retrieve.max_context_tokens", "/reference/config/", "context"),
+    ("retrieve.evidence.term_weight", "/reference/config/", "evidence"),
+    ("cache.locking", "/reference/config/", "locking"),
+    ("tree.max_paragraph_chars", "/reference/config/", "paragraph"),
+    ("index.ef_construction", "/reference/config/", "construction"),
+    ("planner.n_queries", "/reference/config/", "queries"),
+    ("vote.ignore_blank", "/reference/config/", "ignore"),
+    ("llm.gpu_memory_utilization", "/reference/config/", "utilization"),
+    ("run.ray_address", "/reference/config/", "address"),
+    ("report.bootstrap_seed", "/reference/config/", "bootstrap"),
+    ("parse.ocr.min_wordlike", "/reference/config/", "wordlike"),
+    ("reranker.max_passage_chars", "/reference/config/", "passage"),
+    ("embed.truncate_dim", "/reference/config/", "truncate"),
+    ("submission.page_base", "/reference/task/", "base"),
+]
+
+
+def _first_pages(links: list[str], n: int = 5) -> list[str]:
+    """The first ``n`` distinct pages among the result links (a page's sections follow it)."""
+    return list(dict.fromkeys(link.partition("#")[0] for link in links))[:n]
+
+
+@pytest.mark.parametrize("key, page, word", KEYS, ids=[k for k, _, _ in KEYS])
+def test_search_finds_a_config_key_by_any_part_of_its_name(browser, served, key, page, word):  # noqa: F811
+    assert len(KEYS) == 20 and word in key
+    for words in (key, key.rsplit(".", 1)[1], word):
+        pages = _first_pages(search(browser, served, words))
+        assert page in pages, f"{words!r}: {pages}"
+
+
+@pytest.mark.parametrize("words", ["parse.doc_timeout_s", "doc_timeout_s", "timeout", "doc"])
+def test_search_finds_the_reference_and_the_guide_of_a_key(browser, served, words):  # noqa: F811
+    """A key's parts find both the page that defines it and the guide that explains it (issue
+    57: `timeout` found neither)."""
+    pages = _first_pages(search(browser, served, words))
+    assert "/reference/config/" in pages and "/guides/faults-and-limits/" in pages, pages
+
+
+@pytest.mark.parametrize("words, page", [("unknown key", "/troubleshooting/"), ("troubleshooting", "/troubleshooting/"),
+                                         ("glossary", "/concepts/"), ("llm=vllm_qwen2_5_7b", "/reference/config/"),
+                                         ("pipeline diagram", "/reference/pipeline/")])
+def test_search_finds_the_new_pages(browser, served, words, page):  # noqa: F811
+    assert page in _first_pages(search(browser, served, words))

@@ -39,7 +39,7 @@ def tutorial_rows(text: str) -> list[tuple[list[str], list[str]]]:
 def reference_keys(text: str) -> dict[str, str]:
     """task key (without ``task.``) -> its default as the reference prints it."""
     out = {}
-    for m in re.finditer(r"^\| `task\.([^`]+)` \| .*? \| `(.*?)` \| ", text, re.M):
+    for m in re.finditer(r"^### `task\.([^`]+)` \{[^}]*\}\n\n(?:type .*? · )?default `(.*?)` · ", text, re.M):
         out[m.group(1)] = m.group(2)
     return out
 

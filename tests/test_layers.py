@@ -76,7 +76,8 @@ def violations(root: Path = REPO) -> list[str]:
             if ((mod.startswith("scripts.") and mod != "scripts.run") or is_tool) and any(within(name, r) for r in RUNNER):
                 if name not in ("kohaku.runner.pipeline", "kohaku.runner.pipeline.option_values",
                                 "kohaku.runner.pipeline.compose_config", "kohaku.runner.pipeline.task_values",
-                                "kohaku.runner.pipeline.config_schemas"):
+                                "kohaku.runner.pipeline.config_schemas",
+                                "kohaku.runner.pipeline.stage_graph"):
                     found.append(f"{where}: scripts use the library (config helpers excepted)")
     return found
 

@@ -475,6 +475,25 @@ def config_schemas(registry: Registry | None = None) -> dict[str, type]:
     return out
 
 
+def stage_graph(registry: Registry | None = None) -> list[dict[str, Any]]:
+    """Every registered stage in pipeline order, as plain data: ``name``, ``inputs`` (the stages
+    whose artifacts it reads), ``outputs`` (the tables it writes), ``files`` (what it copies into
+    the run dir), ``config_keys`` (its cache key's config slice) and ``doc`` (its module's
+    docstring). The docs' pipeline diagram and stage table are drawn from these
+    (kohaku/tools/reference.py), so they follow the registry."""
+    import inspect
+
+    registry = registry or Registry()
+    out = []
+    for name in registry.names:
+        stage = registry.get(name)
+        module = inspect.getmodule(stage.compute)
+        out.append({"name": stage.name, "inputs": list(stage.inputs), "outputs": list(stage.outputs),
+                    "files": list(stage.run_dir_files), "config_keys": list(stage.config_keys),
+                    "doc": inspect.cleandoc(module.__doc__ or "") if module else ""})
+    return out
+
+
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
