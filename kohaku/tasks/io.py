@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from kohaku.core import csvfile
+from kohaku.core import csvfile, readfile
 from kohaku.core.errors import CorpusError, CorpusFileNotFound
 from kohaku.tasks.spec import FORMATS, QuestionsSpec
 
@@ -40,13 +40,9 @@ def _cell(value: Any) -> str:
 def _objects(path: Path, what: str) -> list[tuple[str, Any]]:
     """(where, object) of a JSON array of objects (the whole file starts with ``[``) or of JSON
     lines; errors name the file and the line or item."""
-    text = path.read_text(encoding="utf-8-sig")
+    text = readfile.read_text(path, what, CorpusError, CorpusFileNotFound)
     if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}: {what} is not a JSON array ({exc.msg} at line {exc.lineno}, "
-                              f"column {exc.colno})") from exc
+        items = readfile.load_json(text, path, what, CorpusError)
         if not isinstance(items, list):
             raise CorpusError(f"{path}: {what} is no JSON array of objects")
         return [(f"item {i}", obj) for i, obj in enumerate(items)]
@@ -54,12 +50,9 @@ def _objects(path: Path, what: str) -> list[tuple[str, Any]]:
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            out.append((f"line {n}", json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}: line {n} of {what} is not JSON ({exc.msg} at column "
-                              f"{exc.colno}); write one JSON object per line, or one JSON array of "
-                              "objects") from exc
+        out.append((f"line {n}", readfile.load_json(
+            line, path, what, CorpusError, where=f"line {n} of {what}",
+            hint="; write one JSON object per line, or one JSON array of objects")))
     return out
 
 
@@ -81,8 +74,10 @@ def read_jsonl(path: Path, what: str) -> pl.DataFrame:
     if not rows:
         raise CorpusError(f"{path}: {what} file is empty")
     cols = list(columns)
-    return pl.DataFrame([[r.get(c, "") for c in cols] for r in rows], schema={c: pl.String for c in cols},
-                        orient="row")
+    df = pl.DataFrame([[r.get(c, "") for c in cols] for r in rows], schema={c: pl.String for c in cols},
+                      orient="row")
+    readfile.check_cells(df, path, what, CorpusError)
+    return df
 
 
 def read_rows(path: str | Path, fmt: str | None, what: str, warnings: list[str] | None = None,
