@@ -67,6 +67,7 @@ _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 _BRACKETS = re.compile(_STRING + r"|([\[{])|([\]}])", re.S)
 _CONSTANTS = re.compile(_STRING + r"|(-?Infinity|NaN|-?\d+(?:\.\d+)?[eE][+-]?\d+)", re.S)
 _DEPTH = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class InputError(KohakuError, ValueError):
@@ -241,7 +242,10 @@ def load_json(text: str, path: str | Path, what: str, error: type[KohakuError] =
     subject = where or what
     check_json_depth(text, path, what, error, limit, where)
     try:
-        return json.loads(text, parse_constant=_constant, parse_float=_float)
+        data = json.loads(text, parse_constant=_constant, parse_float=_float)
+        if _SURROGATE_ESCAPE.search(text):   # "\ud800" alone parses, but is no character
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return data
     except json.JSONDecodeError as exc:
         place = _place(text, exc.pos, where)
         raise error(f"{path}: {subject} is not JSON ({exc.msg} at {place}){hint}") from exc
@@ -250,8 +254,23 @@ def load_json(text: str, path: str | Path, what: str, error: type[KohakuError] =
         place = f" at {_place(text, found.start(), where)}" if found else ""
         raise error(f"{path}: {subject} holds {str(exc)[:40]}{place}, which is no finite number; "
                     "expected a number (JSON has no NaN or Infinity; write null for a missing value)") from exc
+    except UnicodeEncodeError as exc:
+        found = next((m for m in _SURROGATE_ESCAPE.finditer(text) if not _pair(text, m.start())), None)
+        place = f"the escape {found.group()} at {_place(text, found.start(), where)}" if found else "an escape"
+        raise error(f"{path}: {subject} holds {place}, half of a UTF-16 surrogate pair and no "
+                    "character; expected text") from exc
     except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
         raise error(f"{path}: {subject} cannot be read as JSON ({str(exc)[:200]})") from exc
+
+
+def _pair(text: str, at: int) -> bool:
+    """Whether the ``\\uXXXX`` escape at ``at`` is half of a high/low surrogate pair."""
+    code = int(text[at + 2:at + 6], 16)
+    if code < 0xDC00:
+        after = _SURROGATE_ESCAPE.match(text, at + 6)
+        return bool(after) and int(after.group()[2:], 16) >= 0xDC00
+    before = _SURROGATE_ESCAPE.match(text, at - 6) if at >= 6 else None
+    return bool(before) and int(before.group()[2:], 16) < 0xDC00
 
 
 def load_yaml(text: str, path: str | Path, what: str, error: type[KohakuError] = InputError,

@@ -157,7 +157,7 @@ def _page(value: Any, spec: GoldSpec, where: str) -> int | None:
         return None
     try:
         number = float(value)
-        if number != int(number):
+        if not abs(number) < 1e9 or number != int(number):   # NaN, Infinity, no page of a document
             raise ValueError
         page = int(number)
     except (TypeError, ValueError):
