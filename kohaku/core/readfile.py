@@ -321,3 +321,30 @@ def debug_wanted(flag: bool = False, environ: dict[str, str] | None = None) -> b
 
     value = (os.environ if environ is None else environ).get("KOHAKU_DEBUG", "")
     return flag or value.strip() not in ("", "0")
+
+
+class FilesRefused(InputError):
+    """Some files of a batch cannot be read; ``lines`` has one line per file (its error)."""
+
+    def __init__(self, lines: list[str], total: int):
+        self.lines = lines
+        super().__init__(f"{len(lines)} of {total} files cannot be read: " + "; ".join(lines))
+
+
+def read_each(paths: list, read: Any, debug: bool = False) -> list:
+    """``read(path)`` of every path, in order. Every file is tried: when any fails,
+    :class:`FilesRefused` names each that did (kohaku.core.errors.one_line: a named error, or a
+    bug said to be one); ``debug`` re-raises the first failure with its traceback instead."""
+    from kohaku.core.errors import one_line
+
+    out, bad = [], []
+    for path in paths:
+        try:
+            out.append(read(path))
+        except Exception as exc:   # one file's fault (or a bug): named, the others still read
+            if debug:
+                raise
+            bad.append(one_line(exc, str(path)))
+    if bad:
+        raise FilesRefused(bad, len(paths))
+    return out
