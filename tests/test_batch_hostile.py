@@ -119,3 +119,56 @@ def test_debug_gives_the_traceback(tmp_path: Path, how: list[str]) -> None:
     assert quiet.returncode == 2 and "Traceback" not in quiet.stderr
     assert quiet.stderr.strip() == f"error: {path}: submission nests arrays/objects deeper than 64 levels at " \
                                    "line 1, column 65; expected at most 64 (kohaku.core.readfile.MAX_JSON_DEPTH)"
+
+
+def _script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_script", REPO / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def _two_bad(folder: Path) -> list[Path]:
+    deep, nan = folder / "deep.json", folder / "nan.json"
+    deep.write_bytes(b"[" * 50_000)
+    nan.write_text((CITED / "teams" / "team_a.json").read_text().replace("1.11", "NaN", 1))
+    return [deep, nan]
+
+
+def _named_each(err: str, bad: list[Path]) -> None:
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    for path in bad:
+        assert any(line.startswith(f"error: {path}: submission ") for line in lines), err
+
+
+def test_ensemble_and_compare_name_each_bad_input_and_write_nothing(tmp_path: Path, capsys) -> None:
+    bad = _two_bad(tmp_path)
+    team = str(CITED / "teams" / "team_a.json")
+    out = tmp_path / "vote.json"
+    assert _script("ensemble").main([team, str(bad[0]), team, str(bad[1]), "--task", "cited_pages",
+                                     "--questions", str(CITED / "questions.csv"), "--out", str(out)]) == 2
+    _named_each(capsys.readouterr().err, bad)
+    assert not out.exists()
+    assert _script("compare").main(["--solutions", str(GOLD), "--task", "cited_pages", team, str(bad[0]),
+                                    str(bad[1])]) == 2
+    _named_each(capsys.readouterr().err, bad)
+
+
+def test_check_scorer_checks_the_good_submissions_and_names_the_bad(tmp_path: Path, capsys) -> None:
+    example = REPO / "data" / "sample" / "pages_example"
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"id,answer,pages\n" + bytes(range(1, 32)) * 20 + b"\xff")
+    scorer = tmp_path / "scorer.py"   # a scorer that gives every row full marks
+    scorer.write_text("import csv, sys\nprint('id,answer,pages')\n"
+                      "for r in csv.DictReader(open(sys.argv[2])): print(f\"{r['id']},1.0,1.0\")\n")
+    code = _script("check_scorer").main([str(example / "solutions.csv"), str(example / "submission_a.csv"),
+                                         str(bad), "--task", "pages_example", "--out-dir", str(tmp_path / "out"),
+                                         "--scorer", f"{sys.executable} {scorer} {{solutions}} {{submission}}"])
+    captured = capsys.readouterr()
+    assert code == 2 and "Traceback" not in captured.err
+    assert f"error: {bad}: submission holds the control character 0x01 at line 2, column 1" in captured.err
+    row = next(line for line in captured.out.splitlines() if line.startswith(str(example / "submission_a.csv")))
+    assert " / " in row and "error" not in row   # the good submission still checked
