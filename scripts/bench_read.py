@@ -5,8 +5,8 @@
 
 Writes submissions of ``--rows`` answers to a temporary folder and scores each with
 ``scripts/score.py`` in its own process (as a user runs it), printing one row per file: its
-rows, its size, the seconds the command took and its peak resident memory (the child's
-``ru_maxrss``). The files, against the sample's gold:
+rows, its size, the wall seconds the command took, its CPU seconds (user + system: on a shared
+machine the fairer figure) and its peak resident memory (the child's ``ru_maxrss``). The files, against the sample's gold:
 
 - ``json-one-id``: the cited_pages task's JSON document, one question id repeated (the case of
   issue 55: a hostile file that took minutes to reach its first error);
@@ -71,8 +71,9 @@ def write_files(folder: Path, rows: int) -> dict[str, tuple[Path, list[str]]]:
     return out
 
 
-def run(args: list[str], timeout: float) -> tuple[float, float, int, str]:
-    """(seconds, peak RSS in MiB, exit code, last stderr line) of score.py with ``args``."""
+def run(args: list[str], timeout: float) -> tuple[float, float, float, int, str]:
+    """(wall seconds, CPU seconds, peak RSS in MiB, exit code, last stderr line) of score.py
+    with ``args``."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "score.py"), *args],
@@ -91,7 +92,8 @@ def run(args: list[str], timeout: float) -> tuple[float, float, int, str]:
         err.seek(0)
         lines = err.read().decode("utf-8", "replace").strip().splitlines()
     code = os.waitstatus_to_exitcode(status)
-    return seconds, usage.ru_maxrss / 1024, code, (lines[-1][:100] if lines else "")
+    cpu = usage.ru_utime + usage.ru_stime
+    return seconds, cpu, usage.ru_maxrss / 1024, code, (lines[-1][:80] if lines else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,13 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         files = write_files(Path(tmp), args.rows)
-        print(f"{'file':<22}{'rows':>8}{'MiB':>7}{'seconds':>9}{'peak RSS MiB':>14}{'exit':>6}  last stderr line")
+        print(f"{'file':<22}{'rows':>8}{'MiB':>7}{'seconds':>9}{'CPU s':>8}{'peak RSS MiB':>14}{'exit':>6}  "
+              "last stderr line")
         for name, (path, before) in files.items():
             if args.only and name not in args.only:
                 continue
-            seconds, rss, code, last = run([*before[:1], str(path), *before[1:]], args.timeout)
+            seconds, cpu, rss, code, last = run([*before[:1], str(path), *before[1:]], args.timeout)
             size = path.stat().st_size / 2**20
-            print(f"{name:<22}{args.rows:>8}{size:>7.1f}{seconds:>9.2f}{rss:>14.0f}{code:>6}  {last}",
+            print(f"{name:<22}{args.rows:>8}{size:>7.1f}{seconds:>9.2f}{cpu:>8.2f}{rss:>14.0f}{code:>6}  {last}",
                   flush=True)
     return 0
 
