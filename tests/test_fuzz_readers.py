@@ -377,3 +377,31 @@ def test_a_binary_csv_is_named_with_its_byte(tmp_path: Path) -> None:
 def test_debug_is_asked_by_the_flag_or_the_environment() -> None:
     assert readfile.debug_wanted(True, {}) and readfile.debug_wanted(False, {"KOHAKU_DEBUG": "1"})
     assert not readfile.debug_wanted(False, {"KOHAKU_DEBUG": "0"}) and not readfile.debug_wanted(False, {})
+
+
+@pytest.mark.parametrize("name", ["submission_csv", "submission_json"])
+def test_a_submission_read_is_scored_or_refused_with_a_named_error(name: str, folder: Path) -> None:
+    """Past the reader: the scorer reads cells as JSON lists and pages as numbers (a cell nested
+    thousands deep, a page of Infinity were a RecursionError and an OverflowError). A metric's
+    error names the column, not always the file: the batch commands put the file before it
+    (kohaku.core.errors.one_line)."""
+    from kohaku.tasks.scoring import score_submission
+
+    task, gold = _cited_task(), SAMPLE / "cited_pages" / "answers.csv"
+    path = folder / f"input{READERS[name][0]}"
+    counts = {"scored": 0, "refused": 0}
+
+    @settings(FUZZ, max_examples=EXAMPLES // 2)
+    @given(hostile(name))
+    def run(raw: bytes) -> None:
+        path.write_bytes(raw)
+        try:
+            score_submission(task, gold, path)
+        except KohakuError:
+            counts["refused"] += 1
+        else:
+            counts["scored"] += 1
+
+    run()
+    assert counts["scored"] > 0 and counts["refused"] > 0
+    assert sum(counts.values()) >= EXAMPLES // 2

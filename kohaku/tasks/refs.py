@@ -39,7 +39,7 @@ def _items(cell: Any) -> list[Any]:
         for loader in (json.loads, ast.literal_eval):
             try:
                 value = loader(text)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, RecursionError, MemoryError):   # nested past the parser's stack too
                 continue
             if isinstance(value, (list, tuple)):
                 return list(value)
@@ -56,7 +56,7 @@ def _page(item: Any, base: int, where: str) -> Page:
     doc, _, num = text.rpartition(":")
     try:
         n = int(float(num))
-    except ValueError:
+    except (ValueError, OverflowError):   # not a number, NaN, Infinity
         raise ValueError(f"{where}: {item!r} is no page ('page' or 'doc:page')") from None
     return (doc.strip() or None), n - base + 1
 
