@@ -87,7 +87,7 @@ def _readers() -> dict[str, tuple[str, list[bytes], Callable[[Path], Any]]]:
              "pages": json.dumps([f"{r['doc']}:{r['page_index']}" for r in a["references"]])}
             for a in json.loads(teams[0])["answers"]]
     gold_rows = [{"id": r["id"], "ref_id": r["ref_id"], "page": str(i % 4 + 1)}
-                 for i, r in enumerate(_sample_rows(SAMPLE / "solutions.csv"))]
+                 for i, r in enumerate(_sample_rows(SAMPLE / "solutions.csv")) if r["ref_id"] != "is_blank"]
     gold = GoldSpec(file="gold.csv", qid="id", doc="ref_id", page="page")
     gold_jsonl = GoldSpec(file="gold.jsonl", qid="id", doc="ref_id", page="page")
     spec_jsonl = QuestionsSpec(format="jsonl", fields=["kind"])

@@ -41,8 +41,9 @@ def _items(cell: Any) -> list[Any]:
                 value = loader(text)
             except (ValueError, SyntaxError, RecursionError, MemoryError):   # nested past the parser's stack too
                 continue
-            if isinstance(value, (list, tuple)):
-                return list(value)
+            if isinstance(value, (list, tuple)):   # a '\ud800' escape (no character) kept as written
+                return [x.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(x, str) else x
+                        for x in value]
     sep = ";" if ";" in text else ","
     return [p.strip() for p in text.split(sep) if p.strip()]
 
