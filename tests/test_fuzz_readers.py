@@ -405,3 +405,17 @@ def test_a_submission_read_is_scored_or_refused_with_a_named_error(name: str, fo
     run()
     assert counts["scored"] > 0 and counts["refused"] > 0
     assert sum(counts.values()) >= EXAMPLES // 2
+
+
+def test_a_task_yaml_of_a_billion_laughs_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    from kohaku.tasks import load_task
+
+    lines = ["name: x", "a: &a [" + ", ".join(["1"] * 10) + "]"]
+    for prev, name in zip("abcdef", "bcdefg"):
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
+    path = tmp_path / "laughs.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(KohakuError, match=r"laughs.yaml: task file stands for more than 1,000,000 values "
+                                          r"with its aliases expanded at line 7, column 44"):
+        load_task(path)
+    assert readfile.load_yaml("a: &x {b: [1, 2]}\nc: *x\n", "p", "w") == {"a": {"b": [1, 2]}, "c": {"b": [1, 2]}}

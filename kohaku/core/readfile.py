@@ -23,8 +23,9 @@ line and column, row) and what was expected. What is read and what is refused:
   linear in the file's size, so no ``RecursionError``); ``NaN``, ``Infinity`` and numbers too
   large for a float (``1e999``) are refused where a number is expected; integers with more
   digits than Python converts are refused too;
-- **YAML** (:func:`load_yaml`): the same depth limit, counted on the parser's events, before
-  the document is built.
+- **YAML** (:func:`load_yaml`): the same depth limit, and at most :data:`MAX_YAML_NODES`
+  values with every alias expanded (aliases of aliases, "a billion laughs"), both counted on
+  the parser's events before the document is built.
 
 The limits are keyword arguments with these defaults, so a caller (or a test) can state
 others.
@@ -49,6 +50,7 @@ log = logging.getLogger("kohaku.read")
 MAX_FILE_BYTES = 128 * 2**20   # a file larger than this is refused before it is read
 MAX_CELL_CHARS = 2**20         # a cell longer than this (in characters) is refused
 MAX_JSON_DEPTH = 64            # nesting of JSON arrays/objects (and YAML collections)
+MAX_YAML_NODES = 1_000_000     # values a YAML file stands for, its aliases expanded
 
 #: byte-order marks, longest first (UTF-32-LE's starts with UTF-16-LE's)
 BOMS = (
@@ -274,24 +276,46 @@ def _pair(text: str, at: int) -> bool:
 
 
 def load_yaml(text: str, path: str | Path, what: str, error: type[KohakuError] = InputError,
-              limit: int = MAX_JSON_DEPTH) -> Any:
-    """``text`` parsed as YAML (safe loader) after counting its nesting on the parser's events
-    (no recursion); errors name the file, the line and column and what was expected."""
+              limit: int = MAX_JSON_DEPTH, max_nodes: int = MAX_YAML_NODES) -> Any:
+    """``text`` parsed as YAML (safe loader) after counting, on the parser's events (no
+    recursion), its nesting and the nodes it stands for with every alias expanded (aliases of
+    aliases grow exponentially: a few lines can stand for billions of values, which whoever
+    copies the data, OmegaConf included, would build); errors name the file, the line and column
+    and what was expected."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def refuse(event: Any, problem: str, expected: str) -> KohakuError:
+        mark = event.start_mark
+        return error(f"{path}: {what} {problem} at line {mark.line + 1}, column {mark.column + 1}; {expected}")
+
     try:
-        depth = 0
+        sizes: dict[str, int] = {}          # anchor -> nodes it stands for
+        stack: list[list[Any]] = [[None, 0]]   # [anchor, nodes so far] of the open collections
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > limit:
-                    mark = event.start_mark
-                    raise error(f"{path}: {what} nests mappings/lists deeper than {limit} levels at line "
-                                f"{mark.line + 1}, column {mark.column + 1}; expected at most {limit}")
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
+                stack.append([event.anchor, 1])
+                if len(stack) - 1 > limit:
+                    raise refuse(event, f"nests mappings/lists deeper than {limit} levels", f"expected at most {limit}")
+                continue
+            if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                anchor, size = stack.pop()
+            elif isinstance(event, yaml.ScalarEvent):
+                anchor, size = event.anchor, 1
+            elif isinstance(event, yaml.AliasEvent):
+                anchor, size = None, sizes.get(event.anchor, 1)
+            else:
+                continue
+            if anchor is not None:
+                sizes[anchor] = size
+            stack[-1][1] += size
+            if stack[-1][1] > max_nodes:
+                raise refuse(event, f"stands for more than {max_nodes:,} values with its aliases expanded",
+                             "expected at most that many (kohaku.core.readfile.MAX_YAML_NODES)")
         return yaml.load(text, Loader=loader)
+    except KohakuError:
+        raise
     except yaml.YAMLError as exc:
         raise error(f"{path}: {what} is not valid YAML ({exc})") from exc
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
