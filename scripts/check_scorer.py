@@ -15,7 +15,10 @@ the kind_value metric's tolerance, rewritten and in parentheses; names, lists an
 rewritten, extended and cut; the task's not-answerable token (answer.kinds.not_answerable)
 swapped with a value of the kind; cited pages outside the gold pools and none; every value
 empty. Prints, per source, the rows
-that agree / the rows scored and the first disagreeing rows; exit 1 when any row disagrees.
+that agree / the rows scored and the first disagreeing rows; exit 1 when any row disagrees. A
+SUBMISSION that cannot be read or scored (any bytes; kohaku/core/readfile.py) gets its error in
+its row, the others are still checked, and the exit code is 2; never a traceback, unless
+``--debug`` (or ``KOHAKU_DEBUG=1``) asks for it.
 This is what a competitor runs first on a new competition.
 """
 
@@ -29,9 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.core.config import ConfigError  # noqa: E402
-from kohaku.ingest.corpus import CorpusError  # noqa: E402
-from kohaku.tasks.wattbot.metric import VARIANTS, MetricError  # noqa: E402
+from kohaku.core.errors import one_line  # noqa: E402
+from kohaku.core.readfile import debug_wanted  # noqa: E402
+from kohaku.tasks.wattbot.metric import VARIANTS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", type=int, default=10, help="disagreeing rows shown per source")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config value the task file's interpolations read")
+    parser.add_argument("--debug", action="store_true",
+                        help="re-raise the first error with its traceback (also: KOHAKU_DEBUG=1)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(message)s")
+    args.debug = debug_wanted(args.debug)
     from kohaku.runner.pipeline import task_values
     from kohaku.tasks import build_task, task_file
     from kohaku.tasks.check import check_submissions
@@ -56,20 +62,31 @@ def main(argv: list[str] | None = None) -> int:
         task = build_task(task_values(args.task, args.set), f"{task_file(args.task)}: task")
         with tempfile.TemporaryDirectory() as tmp:
             out_dir = args.out_dir or Path(tmp)
-            checks = check_submissions(task, args.solutions, args.scorer, args.submissions, out_dir, args.variant)
-    except (ConfigError, CorpusError, MetricError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+            checks = check_submissions(task, args.solutions, args.scorer, args.submissions, out_dir, args.variant,
+                                       debug=args.debug)
+    except Exception as exc:   # a named error (ConfigError, CorpusError, MetricError, ...) or a bug: one line
+        if args.debug:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     total = sum(c.rows for c in checks)
     agree = sum(c.agree for c in checks)
     width = max(len(c.name) for c in checks)
     print(f"{'source':<{width}}  agree / rows  columns")
     for c in checks:
+        if c.error:
+            print(f"{c.name:<{width}}  error: {c.error}")
+            print(f"error: {c.error}", file=sys.stderr)
+            continue
         print(f"{c.name:<{width}}  {c.agree:>5} / {c.rows:<4}  {','.join(c.columns)}")
         for d in c.disagree[:args.show]:
             parts = "; ".join(f"{k}: kohaku {a:g} vs scorer {b:g}" for k, (a, b) in d["columns"].items())
             print(f"    {d['qid']}: {parts}")
     print(f"\nrows agree: {agree} / {total}")
+    bad = sum(1 for c in checks if c.error)
+    if bad:
+        print(f"submissions that cannot be read or scored: {bad}")
+        return 2
     return 0 if agree == total else 1
 
 

@@ -31,6 +31,11 @@ and both answers, each with its refs or cited pages and its classes.
 
 The interval and p-value cover which questions were asked (resampling questions), not the
 model's sampling noise: that is the seed spread, shown separately.
+
+Every source is scored before any comparison: each one that cannot be read (any bytes: a wrong
+encoding, binary data, JSON nested too deep, NaN; kohaku/core/readfile.py) is named on its own
+``error:`` line and the exit code is 2; never a traceback, unless ``--debug`` (or
+``KOHAKU_DEBUG=1``) asks for it.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.core.errors import KohakuError  # noqa: E402
+from kohaku.core.errors import one_line  # noqa: E402
+from kohaku.core.readfile import debug_wanted, read_each  # noqa: E402
 from kohaku.tasks.wattbot.metric import VARIANTS  # noqa: E402
 from kohaku.report.compare import (CompareError, Config, Scored, class_names, component_lines,  # noqa: E402
                                    error_counts, error_table_lines, flip_lines, flips, interval_lines,
@@ -106,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write pairs, intervals, error classes and every flip here")
     parser.add_argument("--html", type=Path, help="write a self-contained HTML report here (pairs, flips with "
                                                   "both contexts and answers side by side)")
+    parser.add_argument("--debug", action="store_true",
+                        help="re-raise the first error with its traceback (also: KOHAKU_DEBUG=1)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    args.debug = debug_wanted(args.debug)
     if len(args.sources) < 2:
         print("error: give at least two sources to compare", file=sys.stderr)
         return 2
@@ -118,9 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         score = scorer(args)
         configs = []
-        for arg in args.sources:
-            name, paths = parse_source(arg)
-            scored = [score(p) for p in paths]
+        sources = [parse_source(arg) for arg in args.sources]
+        files = list(dict.fromkeys(p for _, paths in sources for p in paths))
+        by_file = dict(zip(files, read_each(files, score, args.debug)))   # every file tried, each bad one named
+        for name, paths in sources:
+            scored = [by_file[p] for p in paths]
             classes = list(dict.fromkeys(k for s in scored for k in s.classes))
             configs.append(Config(name, [s.table for s in scored], paths, scored[0].metric, classes))
             for s, p in zip(scored[1:], paths[1:]):
@@ -133,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         m = score_matrix(configs, args.variant, subset=args.subset)
-    except (KohakuError, FileNotFoundError) as exc:  # MetricError, a task that cannot be loaded
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:  # MetricError, a task that cannot be loaded, unreadable sources (one line each)
+        if args.debug:
+            raise
+        for line in getattr(exc, "lines", None) or [one_line(exc)]:
+            print(f"error: {line}", file=sys.stderr)
         return 2
     pairs = list(combinations(range(len(configs)), 2)) if args.all_pairs else [(0, j) for j in range(1, len(configs))]
     result = compare(m, pairs, n_resamples=args.resamples, seed=args.seed)

@@ -23,6 +23,11 @@ KohakuRAG). Refs come only from the inputs agreeing with the winning answer (--r
 answer_priority | union | intersection | majority). ref_url is rebuilt from --metadata
 (id,url columns) when given, else from the inputs' ref_id/ref_url pairs. Writes a valid
 submission (kohaku/tasks/wattbot/submission.py) and prints a short summary.
+
+Every input is read before any vote: when some cannot be read (any bytes: a wrong encoding,
+binary data, JSON nested too deep, NaN; kohaku/core/readfile.py), each is named on its own
+``error:`` line, nothing is written and the exit code is 2; never a traceback, unless
+``--debug`` (or ``KOHAKU_DEBUG=1``) asks for it.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kohaku.core.config import ConfigError  # noqa: E402
-from kohaku.core.errors import KohakuError  # noqa: E402
+from kohaku.core.errors import one_line  # noqa: E402
+from kohaku.core.readfile import debug_wanted, read_each  # noqa: E402
 from kohaku.answer.ensemble import ensemble_submissions  # noqa: E402
 from kohaku.answer.voting import REF_MODES, TIEBREAKS, VoteConfig  # noqa: E402
 from kohaku.tasks.submissions import require_csv  # noqa: E402
@@ -64,8 +70,11 @@ def main(argv: list[str] | None = None) -> int:
                              "that starts with { or [ is the task's JSON document)")
     parser.add_argument("--format", choices=("csv", "json"),
                         help="output format with --task (default: json for an --out ending in .json, else csv)")
+    parser.add_argument("--debug", action="store_true",
+                        help="re-raise the first error with its traceback (also: KOHAKU_DEBUG=1)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    args.debug = debug_wanted(args.debug)
     try:
         weights = None
         if args.weights:
@@ -95,11 +104,15 @@ def main(argv: list[str] | None = None) -> int:
             meta = read_csv_str(args.metadata)
             require_columns(meta, ("id", "url"), str(args.metadata))
             urls = {r["id"].strip(): r["url"].strip() for r in meta.to_dicts() if r["id"].strip()}
-        frames = [read_csv_str(require_csv(p, 'ensemble.py without --task')) for p in args.inputs]
+        frames = read_each(args.inputs, lambda p: read_csv_str(require_csv(p, 'ensemble.py without --task')),
+                           args.debug)
         answers, submission = ensemble_submissions(frames, cfg, urls, [str(p) for p in args.inputs])
         write_submission(submission, args.out)
-    except (KohakuError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:   # named errors, one line per unreadable input; a bug said to be one
+        if args.debug:
+            raise
+        for line in getattr(exc, "lines", None) or [one_line(exc)]:
+            print(f"error: {line}", file=sys.stderr)
         return 2
     return _summary(answers, args)
 
@@ -115,7 +128,7 @@ def _ensemble_task(task, cfg: VoteConfig, args: argparse.Namespace):
     questions = None
     if args.questions:
         questions = read_questions(args.questions, task.questions)
-    members = [read_submission(p, task, args.submission_format) for p in args.inputs]
+    members = read_each(args.inputs, lambda p: read_submission(p, task, args.submission_format), args.debug)
     names = [str(p) for p in args.inputs]
     fmt = args.format or ("json" if args.out.suffix.lower() == ".json" else "csv")
     if fmt == "json":

@@ -17,8 +17,11 @@ a row per submission with its score, each component (a summed task's in points) 
 of questions missing from it, the ids it answers more than once (``duplicates``: how many;
 task.submission.duplicates picks the row scored) and the ids it answers that are no question
 (``unknown_ids``, named), best first; printed as text, or as CSV or JSON (``--format``),
-written to ``--out`` when given. A file that cannot be scored gets its error in the table's
-``error`` column (and on stderr) and the exit code is 2.
+written to ``--out`` when given. A file that cannot be scored (any bytes: a wrong encoding,
+binary data, JSON nested too deep, NaN where a number goes, a file or cell over the size limit;
+kohaku/core/readfile.py) gets its error in the table's ``error`` column (and on stderr), the
+other files are scored as when scored alone, and the exit code is 2; never a traceback, unless
+``--debug`` (or ``KOHAKU_DEBUG=1``) asks for it.
 
 ``--task`` scores with another competition's metric (conf/task/<NAME>.yaml or a task YAML's
 path; kohaku/tasks/scoring.py): each component with its weight and the number of questions it
@@ -59,7 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import polars as pl  # noqa: E402
 
 from kohaku.core.config import ConfigError  # noqa: E402
-from kohaku.core.errors import KohakuError  # noqa: E402
+from kohaku.core.errors import KohakuError, one_line  # noqa: E402
+from kohaku.core.readfile import debug_wanted  # noqa: E402
 from kohaku.tasks.submissions import require_csv  # noqa: E402
 from kohaku.tasks.wattbot.diagnosis import classify, error_lines, error_summary  # noqa: E402
 from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, ScoreResult, score_files  # noqa: E402
@@ -190,14 +194,29 @@ def main(argv: list[str] | None = None) -> int:
                         "--set corpus.root=/data (repeatable)")
     parser.add_argument("--cache-dir", type=Path, default=Path("outputs/cache"),
                         help="generation cache of the judge's answers (default outputs/cache)")
+    parser.add_argument("--debug", action="store_true",
+                        help="re-raise the first error with its traceback (also: KOHAKU_DEBUG=1)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    args.debug = debug_wanted(args.debug)
+    try:
+        return run(args)
+    except Exception as exc:   # a bug, or an error no branch below names: one line, exit 2
+        if args.debug:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
     task = None
     if args.task != "wattbot":
         try:
             task = _task(args)
         except (ConfigError, FileNotFoundError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            if args.debug:
+                raise
+            print(f"error: {one_line(exc)}", file=sys.stderr)
             return 2
         if task.score.scorer == "wattbot":
             task = None
@@ -210,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         result = score_files(args.solutions, require_csv(args.submission, WITHOUT_TASK), args.variant, subset=args.subset,
                              strict=args.strict)
     except (KohakuError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if args.debug:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     table = classify(result.table)
     errors = error_summary(table)
@@ -254,9 +275,11 @@ def score_many(args: argparse.Namespace, task) -> int:
                              "n_missing": r.n_missing,
                              "duplicates": len((r.details.get("duplicates") or {}).get("ids") or []),
                              "unknown_ids": r.details.get("unknown_ids") or []})
-        except (KohakuError, FileNotFoundError) as exc:
+        except Exception as exc:   # this file's fault (a named error) or a bug: its row, the others go on
+            if args.debug:
+                raise
             failed += 1
-            message = str(exc) if str(path) in str(exc) else f"{path}: {exc}"
+            message = one_line(exc, path)
             print(f"error: {message}", file=sys.stderr)
             rows.append({"submission": path, "error": message})
     table = score_table(rows)
@@ -304,7 +327,9 @@ def score_task(args: argparse.Namespace, task) -> int:
                                   subset=args.subset, strict=args.strict, backend=backend, cache=cache,
                                   fmt=args.submission_format)
     except (KohakuError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if args.debug:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     if args.json:
         rows = result.table.to_dicts()

@@ -58,7 +58,8 @@ def parse_ref_list(text: object) -> list[str]:
                 except Exception:  # noqa: BLE001 - try the next reader
                     continue
                 if isinstance(value, (list, tuple)):
-                    items = [str(x) for x in value]
+                    # a '\ud800' escape parses to half a surrogate pair, no character: kept as written
+                    items = [str(x).encode("utf-8", "backslashreplace").decode("utf-8") for x in value]
                     break
             if items is None:
                 items = s[1:-1].split(",")

@@ -58,6 +58,9 @@ def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
         hint = hints.get(f.name)
         if isinstance(value, Mapping) and dataclasses.is_dataclass(hint):
             value = build(hint, value, f"{where}.{f.name}")
+        elif dataclasses.is_dataclass(hint) and not isinstance(value, hint):
+            raise ConfigError(f"config key '{where}.{f.name}' holds {type(value).__name__} {str(value)[:60]!r}; "
+                              "expected a mapping of its keys (or leave it out for the defaults)")
         kwargs[f.name] = value
     obj = cls(**kwargs)
     check = getattr(obj, "validate", None)

@@ -1,9 +1,10 @@
 """Reading CSV files as strings, with errors that name the file, row and column.
 
 One reader for every CSV kohaku reads (metadata, questions, solutions, submissions): every
-column a string (ids such as ``q003`` or years must not become numbers), a UTF-8 byte-order mark
-accepted, stray non-UTF-8 bytes read as cp1252 with a warning, header names stripped, nulls as
-``""``. Row numbers count data rows from 1, as a spreadsheet shows them below the header.
+column a string (ids such as ``q003`` or years must not become numbers), the bytes decoded by
+kohaku.core.readfile (a byte-order mark's encoding: UTF-8, UTF-16 or UTF-32; else UTF-8 with
+stray bytes read as cp1252 and a warning; binary data, files and cells over the size limits
+refused naming the place), header names stripped, nulls as ``""``. Row numbers count data rows from 1, as a spreadsheet shows them below the header.
 Cells are kept as written, spaces included (an answer cell is not stripped); the readers of
 ids (questions, solutions, metadata, submissions) strip the id cells.
 """
@@ -11,13 +12,14 @@ ids (questions, solutions, metadata, submissions) strip the id cells.
 from __future__ import annotations
 
 import io
+from collections import Counter
 import logging
-import re
 from pathlib import Path
 from typing import Iterable
 
 import polars as pl
 
+from kohaku.core import readfile
 from kohaku.core.errors import KohakuError
 
 log = logging.getLogger("kohaku.csv")
@@ -38,20 +40,10 @@ def read_csv_strings(path: str | Path, what: str, error: type[KohakuError],
     if not path.is_file():
         raise not_found(f"{path}: {what} file not found; check the path (or the corpus "
                                 "config: corpus.root and the file's key)")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        # Spreadsheet exports are often cp1252, sometimes mixed with UTF-8 cells: keep valid
-        # UTF-8 sequences and read the stray bytes as cp1252.
-        text = _decode_mixed(raw)
-        message = (
-            f"{path}: {what} is not valid UTF-8 ({exc.reason} at byte {exc.start}); stray bytes "
-            "read as cp1252 (save the file as UTF-8 to silence this)"
-        )
-        log.warning("%s", message)
-        if warnings is not None:
-            warnings.append(message)
+    # bytes -> text: a byte-order mark's encoding, else UTF-8 with stray bytes read as cp1252
+    # (spreadsheet exports often are cp1252, sometimes mixed with UTF-8 cells); binary data,
+    # a file over the size limit: a named error (kohaku.core.readfile)
+    text = readfile.read_text(path, what, error, not_found, fallback="cp1252", warnings=warnings)
     if not text.strip():
         raise error(f"{path}: {what} file is empty")
     try:
@@ -60,27 +52,19 @@ def read_csv_strings(path: str | Path, what: str, error: type[KohakuError],
             infer_schema=False,
             empty_string_is_null=skip_blank_lines,
         )
-    except Exception as exc:  # polars raises ComputeError and friends for malformed CSV
-        raise error(f"{path}: cannot parse {what} as CSV ({exc}); check quoting") from exc
+    except (Exception, pl.exceptions.PanicException) as exc:  # ComputeError and friends for malformed CSV
+        raise error(f"{path}: cannot parse {what} as CSV ({str(exc)[:300]}); check quoting and that "
+                    "every row has as many fields as the header") from exc
     names = [c.lstrip("\ufeff").strip() for c in df.columns]
-    duplicated = sorted({n for n in names if names.count(n) > 1})
+    counts = Counter(names)
+    duplicated = sorted(n for n, k in counts.items() if k > 1)
     if duplicated:
         raise error(f"{path}: duplicate column name(s) {duplicated} in the {what} header; rename them")
     df = df.rename(dict(zip(df.columns, names)))
+    readfile.check_cells(df, path, what, error)
     if skip_blank_lines and df.width:  # a blank line reads as a row of nulls
         df = df.filter(~pl.all_horizontal(pl.all().is_null()))
     return df.with_columns(pl.col(c).fill_null("") for c in df.columns)
-
-
-def _decode_mixed(raw: bytes) -> str:
-    text = raw.decode("utf-8", errors="surrogateescape")
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return re.sub(
-        "[\udc80-\udcff]",
-        lambda m: bytes([ord(m.group()) - 0xDC00]).decode("cp1252", errors="replace"),
-        text,
-    )
 
 
 def require_columns(df: pl.DataFrame, columns: Iterable[str], label: str, what: str,

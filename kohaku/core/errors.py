@@ -27,3 +27,17 @@ class SubmissionError(KohakuError, ValueError):
 
 class MetricError(SubmissionError):
     """Malformed solutions or submission; the message names the file, row and column."""
+
+
+def one_line(exc: BaseException, name: str | None = None) -> str:
+    """What a command prints for ``exc`` (its row of a batch's table, its last line on stderr):
+    a KohakuError's (or a missing file's) own message, prefixed with ``name`` (the file) where it
+    does not name it; any other exception is a bug in kohaku, not in the input, and says so with
+    how to get its traceback (``--debug`` or ``KOHAKU_DEBUG=1``). Always one line."""
+    text = str(exc) or type(exc).__name__
+    if not isinstance(exc, (KohakuError, FileNotFoundError)):
+        text = (f"unexpected {type(exc).__name__} ({text[:300]}): a bug in kohaku, not in the input; "
+                "rerun with --debug (or KOHAKU_DEBUG=1) for the traceback and report it")
+    if name and str(name) not in text:
+        text = f"{name}: {text}"
+    return " ".join(text.split())

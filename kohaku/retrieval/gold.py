@@ -33,7 +33,6 @@ other drops (page headers, a cell read in another order).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import unicodedata
@@ -43,6 +42,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
+from kohaku.core import readfile
 from kohaku.core.csvfile import read_csv_strings
 from kohaku.core.errors import KohakuError
 from kohaku.core.cells import parse_ref_list
@@ -87,13 +87,12 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], list[str], str]:
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         rows: list[dict[str, Any]] = []
         columns: list[str] = []
-        for i, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+        text = readfile.read_text(path, "gold evidence", GoldError, GoldFileNotFound)
+        for i, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise GoldError(f"{path}: line {i} is not JSON ({exc.msg}); fix the line") from exc
+            obj = readfile.load_json(line, path, "gold evidence", GoldError, where=f"line {i}",
+                                     hint="; fix the line")
             if not isinstance(obj, dict):
                 raise GoldError(f"{path}: line {i} is not a JSON object")
             obj["__row"] = i
@@ -158,7 +157,7 @@ def _page(value: Any, spec: GoldSpec, where: str) -> int | None:
         return None
     try:
         number = float(value)
-        if number != int(number):
+        if not abs(number) < 1e9 or number != int(number):   # NaN, Infinity, no page of a document
             raise ValueError
         page = int(number)
     except (TypeError, ValueError):

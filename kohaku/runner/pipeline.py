@@ -514,11 +514,12 @@ def task_values(name_or_path: str | Path, overrides: list[str] | tuple[str, ...]
     resolves them. Errors name the file and the key that does not resolve."""
     from omegaconf.errors import OmegaConfBaseException
 
+    from kohaku.core.readfile import read_text
     from kohaku.tasks import read_task_yaml, task_file
 
     path = task_file(name_or_path)
     data = read_task_yaml(path)
-    if "${" not in path.read_text(encoding="utf-8"):
+    if "${" not in read_text(path, "task file", ConfigError):   # decoded as read_task_yaml decodes it
         return data
     root = OmegaConf.to_container(compose_config(list(overrides)), resolve=False)
     root["task"] = data  # type: ignore[index]

@@ -35,12 +35,10 @@ def task_file(name_or_path: str | Path) -> Path:
 
 def read_task_yaml(path: Path) -> dict[str, Any]:
     """A task file's mapping, its Hydra ``defaults`` list left out; errors name the file."""
-    import yaml
+    from kohaku.core import readfile
 
-    try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    text = readfile.read_text(path, "task file", ConfigError, ConfigFileNotFound)
+    data: Any = readfile.load_yaml(text, path, "task file", ConfigError)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a task file holds a mapping of the task's parts")
     data.pop("defaults", None)

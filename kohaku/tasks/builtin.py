@@ -150,7 +150,7 @@ def _truths(row: dict[str, Any]) -> list[str]:
             items = json.loads(text)
             if isinstance(items, list):
                 return [str(x) for x in items]
-        except ValueError:
+        except (ValueError, RecursionError):   # malformed, or nested past the parser's stack
             pass
     return [text]
 

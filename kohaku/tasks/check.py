@@ -89,6 +89,7 @@ class Check:
     agree: int
     columns: list[str]
     disagree: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None   # a submission that cannot be read or scored: its error, one line
 
 
 @dataclass
@@ -372,13 +373,22 @@ def write_submission(df: pl.DataFrame, path: Path) -> Path:
 
 
 def check_submissions(task: Task, solutions: Path, command: str, submissions: list[Path], out_dir: Path,
-                      variant: str = DEFAULT_VARIANT) -> list[Check]:
-    """Every real submission and every perturbation of the gold, scored both ways."""
+                      variant: str = DEFAULT_VARIANT, debug: bool = False) -> list[Check]:
+    """Every real submission and every perturbation of the gold, scored both ways. A real
+    submission that cannot be read or scored gets a Check with its ``error`` (one line naming
+    it; kohaku.core.errors.one_line) and the others are still checked; ``debug`` re-raises."""
+    from kohaku.core.errors import one_line
+
     checks = []
     sources = [(str(p), Path(p)) for p in submissions]
     for name, df in perturbations(task, solutions).items():
         sources.append((f"gold:{name}", write_submission(df, out_dir / f"{name}.csv")))
-    for name, path in sources:
-        checks.append(compare(name, kohaku_rows(task, solutions, path, variant),
-                              scorer_rows(command, solutions, path)))
+    for i, (name, path) in enumerate(sources):
+        try:
+            checks.append(compare(name, kohaku_rows(task, solutions, path, variant),
+                                  scorer_rows(command, solutions, path)))
+        except Exception as exc:   # one submission's fault (or a bug): its row, the others go on
+            if debug or i >= len(submissions):   # a perturbation of the gold is kohaku's own file
+                raise
+            checks.append(Check(name, 0, 0, [], error=one_line(exc, name)))
     return checks

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from kohaku.core import csvfile
+from kohaku.core import csvfile, readfile
 from kohaku.core.errors import CorpusError, CorpusFileNotFound
 from kohaku.tasks.spec import FORMATS, QuestionsSpec
 
@@ -80,13 +80,13 @@ def _objects(path: Path, what: str, key: str | None = None,
     """(where, object) of a JSON array of objects (the whole file starts with ``[``), of one
     JSON object keyed by id or by question text (:func:`_keyed`) or of JSON lines; errors name
     the file and the line or item, and the shape found."""
-    text = path.read_text(encoding="utf-8-sig")
+    text = readfile.read_text(path, what, CorpusError, CorpusFileNotFound)
     head = text.lstrip()[:1]
     if head == "{":
         try:
-            document = json.loads(text)
-        except json.JSONDecodeError:
-            document = None     # JSON lines (several objects), read below
+            document = readfile.load_json(text, path, what, CorpusError)
+        except CorpusError:
+            document = None     # JSON lines (several objects), each line read (and named) below
         if isinstance(document, dict):
             keyed = _keyed(document, path, what, key, value)
             if keyed is not None:
@@ -94,18 +94,14 @@ def _objects(path: Path, what: str, key: str | None = None,
             return [("line 1", document)]
     elif head and head not in "[":
         try:
-            found = json.loads(text)
-        except json.JSONDecodeError:
+            found = readfile.load_json(text, path, what, CorpusError)
+        except CorpusError:
             found = None
         if found is not None and not isinstance(found, (dict, list)):
             raise CorpusError(f"{path}: {what} is a JSON {_kind(found)[:-1]}; expected a JSON array of "
                               "objects, JSON lines, or an object keyed by id")
     if head == "[":
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}: {what} is not a JSON array ({exc.msg} at line {exc.lineno}, "
-                              f"column {exc.colno})") from exc
+        items = readfile.load_json(text, path, what, CorpusError)
         if not isinstance(items, list):
             raise CorpusError(f"{path}: {what} is no JSON array of objects")
         return [(f"item {i}", obj) for i, obj in enumerate(items)]
@@ -113,12 +109,9 @@ def _objects(path: Path, what: str, key: str | None = None,
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            out.append((f"line {n}", json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}: line {n} of {what} is not JSON ({exc.msg} at column "
-                              f"{exc.colno}); write one JSON object per line, or one JSON array of "
-                              "objects") from exc
+        out.append((f"line {n}", readfile.load_json(
+            line, path, what, CorpusError, where=f"line {n} of {what}",
+            hint="; write one JSON object per line, or one JSON array of objects")))
     return out
 
 
@@ -142,8 +135,10 @@ def read_jsonl(path: Path, what: str, key: str | None = None, value: str | None 
     if not rows:
         raise CorpusError(f"{path}: {what} file is empty")
     cols = list(columns)
-    return pl.DataFrame([[r.get(c, "") for c in cols] for r in rows], schema={c: pl.String for c in cols},
-                        orient="row")
+    df = pl.DataFrame([[r.get(c, "") for c in cols] for r in rows], schema={c: pl.String for c in cols},
+                      orient="row")
+    readfile.check_cells(df, path, what, CorpusError)
+    return df
 
 
 def read_rows(path: str | Path, fmt: str | None, what: str, warnings: list[str] | None = None,

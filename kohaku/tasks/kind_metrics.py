@@ -175,7 +175,7 @@ def _golds(text: str) -> list[str]:
             items = json.loads(s)
             if isinstance(items, list) and not any(isinstance(i, (list, dict)) for i in items):
                 return [str(i) for i in items]
-        except ValueError:
+        except (ValueError, RecursionError):   # malformed, or nested past the parser's stack
             pass
     return [s]
 

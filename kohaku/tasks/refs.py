@@ -43,10 +43,11 @@ def _items(cell: Any) -> list[Any]:
         for loader in (json.loads, ast.literal_eval):
             try:
                 value = loader(text)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, RecursionError, MemoryError):   # nested past the parser's stack too
                 continue
-            if isinstance(value, (list, tuple)):
-                return list(value)
+            if isinstance(value, (list, tuple)):   # a '\ud800' escape (no character) kept as written
+                return [x.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(x, str) else x
+                        for x in value]
     sep = ";" if ";" in text else ","
     return [p.strip() for p in text.split(sep) if p.strip()]
 
@@ -85,7 +86,7 @@ def _page(item: Any, base: int, where: str, pages: str = "number", trim: bool = 
     doc, _, num = text.rpartition(":")
     try:
         n = _page_number(item if isinstance(item, float) else num, pages)
-    except ValueError:
+    except (ValueError, OverflowError):   # not a number
         raise ValueError(f"{where}: {item!r} is no page ('page' or 'doc:page')") from None
     doc_id = (doc.strip() if trim else doc) or None
     if n is None:

@@ -35,6 +35,7 @@ no Hydra.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from kohaku.core.config import ConfigError, build
@@ -471,5 +472,16 @@ class Task:
 
 def build_task(values: Any, where: str = "task") -> Task:
     """The Task from plain data (a composed config's ``task`` section or a loaded YAML); every
-    part validated, errors naming the key."""
-    return build(Task, values, where)
+    part validated, errors naming the key. A value of the wrong type or shape that a part's
+    check does not name (a list where a mapping is read, text where a number is) is a
+    ConfigError naming ``where`` too."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: a task is a mapping of its parts; got {type(values).__name__}")
+    try:
+        return build(Task, values, where)
+    except ConfigError:
+        raise
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+        raise ConfigError(f"{where}: a value has the wrong type or shape ({type(exc).__name__}: "
+                          f"{str(exc)[:200]}); compare the task with the task keys of docs/reference/task.md "
+                          "and a task of conf/task/") from exc

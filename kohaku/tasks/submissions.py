@@ -27,14 +27,13 @@ A null value is the writer's blank cell. Errors name the file and the answer (it
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from kohaku.core import csvfile
+from kohaku.core import csvfile, readfile
 from kohaku.core.errors import SubmissionError
 from kohaku.tasks.spec import SubmissionSpec, Task
 
@@ -67,9 +66,7 @@ def detect_format(path: str | Path, given: str | None = None) -> str:
         raise FileNotFoundError(f"{path}: submission file not found")
     if path.suffix.lower() == ".json":
         return "json"
-    with path.open("rb") as fh:
-        head = fh.read(512).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return "json" if head[:1] in (b"{", b"[") else "csv"
+    return "json" if readfile.first_char(path) in ("{", "[") else "csv"
 
 
 def _is_token(text: str, kinds: Any) -> bool:
@@ -106,6 +103,9 @@ class _Reader:
         ref = spec.reference
         self.page_key = _key_of(ref, "page")
         self.doc_key = _key_of(ref, "doc_id") or next((k for k in ref if k != self.page_key), None)
+        kinds = task.answer.kinds   # built once: KindsSpec.specs builds its specs on every call
+        self.kind_specs = kinds.specs if kinds.enabled else {}
+        self.parsers: dict[str, Any] = {}
 
     def _kind(self, obj: dict[str, Any], qid: str) -> str | None:
         key = self.keys.get("kind")
@@ -119,9 +119,9 @@ class _Reader:
             return self.spec.blank      # an empty value ("value": [], "", null), of any kind
         kinds = self.task.answer.kinds
         name = self._kind(obj, qid) if kinds.enabled else None
-        if name is None or name not in kinds.specs:
+        if name is None or name not in self.kind_specs:
             return _text(typed, self.spec)
-        kind, raw = kinds.specs[name], value_text(typed)
+        kind, raw = self.kind_specs[name], value_text(typed)
         if isinstance(typed, str) and (kind.strict or not kind.list_text or kind.delimiter is not None):
             # a string read as strictly as the kind says (answer.kinds.types.<kind>): a strict
             # number kept as written (its metric reads it with float()); a names string split
@@ -133,7 +133,9 @@ class _Reader:
             if kind.type == "names" and not _is_token(typed, kinds):
                 items = parse_names(typed, kind.delimiter, kind.list_text)
                 return list_cell(items, kinds.list_format) if items else self.spec.blank
-        return render(kind, kinds, parser(kind, kinds)(raw), raw) or self.spec.blank
+        if name not in self.parsers:
+            self.parsers[name] = parser(kind, kinds)
+        return render(kind, kinds, self.parsers[name](raw), raw) or self.spec.blank
 
     def _references(self, obj: dict[str, Any], where: str) -> list[tuple[str, Any]]:
         refs = obj.get(self.keys["references"]) or []
@@ -191,16 +193,15 @@ def read_submission(path: str | Path, task: Task, fmt: str | None = None,
         raise SubmissionError(f"{path} is a JSON document, but task {task.name} writes no JSON "
                               "(task.submission.answer is empty): give its CSV, or a task whose "
                               "writer is json")
-    try:
-        document = json.loads(path.read_text(encoding="utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise SubmissionError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
+    text = readfile.read_text(path, "submission", SubmissionError, FileNotFoundError)
+    document = readfile.load_json(text, path, "submission", SubmissionError)
     items, header = answer_objects(document, spec, path)
     reader = _Reader(task, kinds_by_qid)
     rows = [reader.row(obj, f"{path}: answer {i}") for i, obj in enumerate(items, start=1)]
     columns = [c for c in spec.columns if any(c in r for r in rows)] or list(spec.columns)
     df = pl.DataFrame([{c: r.get(c, spec.blank) for c in columns} for r in rows],
                       schema={c: pl.String for c in columns})
+    readfile.check_cells(df, path, "submission", SubmissionError)
     return SubmissionFile(path, "json", df, items, header)
 
 

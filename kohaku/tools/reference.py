@@ -829,6 +829,7 @@ def errors_page() -> str:
 
 #: (title, module) of the file-format pages' sections: each module's docstring is the text
 FORMAT_MODULES = (
+    ("Bytes: encodings, binary data, size and nesting limits (every reader)", "kohaku.core.readfile"),
     ("CSV files: metadata, questions, solutions, submissions", "kohaku.core.csvfile"),
     ("Questions and solutions files (CSV, JSON lines or a JSON array)", "kohaku.tasks.io"),
     ("Submissions: the task's CSV or its JSON document", "kohaku.tasks.submissions"),
