@@ -51,6 +51,7 @@ GENERIC: dict[str, dict[str, str]] = {
         "page_pools": f"{_BUILTIN}:page_pools_metric",
         "na_f1": f"{_BUILTIN}:na_f1_metric",
         "kind_value": "kohaku.tasks.kind_metrics:kind_value_metric",
+        "adopted": "kohaku.tasks.adopted:adopted_metric",
     },
     "classes": {"generic": f"{_BUILTIN}:generic_classes"},
     "scorer": {"components": "kohaku.tasks.scoring:score_components"},
