@@ -173,12 +173,17 @@ TASK_DIR = Path(__file__).resolve().parents[2] / "conf" / "task"
 def anchor_files(data: dict[str, Any], base: Path) -> dict[str, Any]:
     """A task file's values with each adopted metric's relative ``params.file`` made absolute
     against ``base`` (the task file's folder), so the task scores the same script from any
-    working directory (kohaku.tasks.read_task_yaml)."""
+    working directory (kohaku.tasks.read_task_yaml). Left as written: a file under conf/task/
+    (found there when used, as Hydra composes it), one starting with ``~`` or ``$`` (expanded
+    when used) and an interpolation."""
+    if base.resolve() == TASK_DIR.resolve():
+        return data
     score = data.get("score")
     for m in (score.get("metrics") or []) if isinstance(score, dict) else []:
         params = m.get("params") if isinstance(m, dict) and m.get("fn") in ADOPTED else None
-        if isinstance(params, dict) and isinstance(params.get("file"), str) and "${" not in params["file"]:
-            params["file"] = str(script_path(params["file"], base))
+        file = params.get("file") if isinstance(params, dict) else None
+        if isinstance(file, str) and file and not file.startswith(("~", "$")) and not Path(file).is_absolute():
+            params["file"] = str(script_path(file, base))
     return data
 
 
