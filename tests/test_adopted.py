@@ -294,4 +294,30 @@ def test_check_scorer_runs_the_script_beside_kohaku(comp: Path, tmp_path: Path) 
                                tmp_path / "perturbed")
     assert len(checks) == 3 + 8
     assert all(c.columns == ["exact"] for c in checks)
-    assert sum(c.agree for c in checks) == sum(c.rows for c in checks) > 0
+    assert sum(c.agree for c in checks) == sum(c.rows for c in checks) == 11 * 4 - 1   # half.csv lacks q4
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_scorer.py"), str(comp / "solutions.csv"),
+                           *[str(comp / n) for n in SUBMISSIONS], "--scorer", command,
+                           "--task", str(comp / "scorer" / "task.yaml")],
+                          capture_output=True, text=True, timeout=120, cwd=comp,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("rows agree: 43 / 43")
+
+
+def test_ensemble_writes_the_competitions_own_json(comp: Path, tmp_path: Path) -> None:
+    task_file = comp / "scorer" / "keyed.yaml"
+    task_file.write_text(TASK.replace("  columns: {id: qid, answer: value}\n",
+                                      "  columns: {id: qid, answer: value}\n  shape: {keyed: {answers: [answer]}}\n")
+                         + "vote: {group: text, keep_surface: true}\n")
+    for name, text in SUBMISSIONS.items():        # the same answers as {"answers": {id: answer}}
+        rows = [line.split(",") for line in text.splitlines()[1:]]
+        (comp / f"{name}.json").write_text(json.dumps({"answers": {q: a for q, a in rows}}))
+    inputs = [str(comp / f"{n}.json") for n in ("good.csv", "half.csv", "good.csv")]
+    out = tmp_path / "ens.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "ensemble.py"), "--task", str(task_file),
+                           "--out", str(out), *inputs], capture_output=True, text=True, timeout=120, cwd=comp,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text()) == {"answers": {"q1": "ada lovelace.", "q2": "the alps",
+                                                       "q3": "blue whale", "q4": "1923"}}
+    assert score_submission(load_task(task_file), comp / "solutions.csv", out).score == 1.0

@@ -166,11 +166,11 @@ def read_submission(path: str | Path, task: Task, fmt: str | None = None,
     ``kinds_by_qid`` (qid -> answer kind) renders typed values of a document whose answers do not
     name their kind. Raises FileNotFoundError / SubmissionError naming the file."""
     path = Path(path)
-    if task.submission.shape:   # the competition's own JSON (kohaku.tasks.shapes)
+    fmt = detect_format(path, fmt)
+    if task.submission.shape and fmt == "json":   # the competition's own JSON (kohaku.tasks.shapes)
         from kohaku.tasks.shapes import read_shaped_submission
 
         return SubmissionFile(path, "json", read_shaped_submission(path, task.submission.shape))
-    fmt = detect_format(path, fmt)
     if fmt == "csv":
         return SubmissionFile(path, "csv", csvfile.read_csv_strings(path, "submission", SubmissionError,
                                                                     skip_blank_lines=True))
