@@ -321,3 +321,59 @@ def test_ensemble_writes_the_competitions_own_json(comp: Path, tmp_path: Path) -
     assert json.loads(out.read_text()) == {"answers": {"q1": "ada lovelace.", "q2": "the alps",
                                                        "q3": "blue whale", "q4": "1923"}}
     assert score_submission(load_task(task_file), comp / "solutions.csv", out).score == 1.0
+
+
+SOURCES_SCRIPT = '''\
+import json
+
+def per_question(kind, qid, gold, items, path):
+    assert isinstance(items, list), items          # as: json
+    assert path.endswith("solutions.csv")
+    return {"kind_is_number": kind == "number", "n_items": len(items), "qid_ok": qid.startswith("q"),
+            "gold_len": len(gold)}
+
+def whole(table, by_id, golds):
+    # table: column -> list (shape columns); by_id: qid -> answer (submitted rows only)
+    return {"rows": len(table["id"]), "answered": len(by_id), "first": float(golds[0] == "3")}
+'''
+
+
+def test_every_source_and_shape(tmp_path: Path) -> None:
+    (tmp_path / "s.py").write_text(SOURCES_SCRIPT)
+    (tmp_path / "solutions.csv").write_text('id,kind,answer,items\nq1,number,3,"[1,2]"\nq2,name,Ada,"[]"\n'
+                                            'q3,number,7,"[1]"\n')
+    (tmp_path / "sub.csv").write_text("id,answer\nq1,3\nq2,Ada\n")
+    task = {
+        "name": "sources",
+        "answer": {"kinds": {"column": "kind", "types": {"number": {"type": "number"}, "name": {"type": "name"}}}},
+        "submission": {"writer": "columns", "columns": {"id": "qid", "answer": "value"}},
+        "solutions": {"id": "id", "answer": "answer", "refs": None},
+        "score": {"scorer": "components", "classes": "generic", "metrics": [
+            {"name": "k", "fn": "adopted", "params": {
+                "file": str(tmp_path / "s.py"), "function": "per_question", "returns": "mapping",
+                "score": "kind_is_number",
+                "args": {"kind": {"kind": True}, "qid": {"qid": True}, "gold": {"solution": "answer"},
+                         "items": {"solution": "items", "as": "json"}, "path": {"file": "solutions"}}}},
+            {"name": "w", "fn": "adopted", "level": "set", "weight": 0, "params": {
+                "file": str(tmp_path / "s.py"), "function": "whole", "returns": "mapping", "score": "rows",
+                "args": {"table": {"solution": ["id", "answer"], "shape": "columns"},
+                         "by_id": {"submission": "answer", "shape": "by_id"},
+                         "golds": {"solution": "answer"}}}}]},
+    }
+    from kohaku.tasks.spec import build_task
+
+    r = score_submission(build_task(task), tmp_path / "solutions.csv", tmp_path / "sub.csv")
+    rows = {t["qid"]: t for t in r.table.to_dicts()}
+    assert [rows[q]["k"] for q in ("q1", "q2", "q3")] == [1.0, 0.0, 0.0]      # q3: no row, not called
+    assert [rows[q]["k_n_items"] for q in ("q1", "q2", "q3")] == [2.0, 0.0, 0.0]
+    assert rows["q1"]["k_gold_len"] == 1.0 and rows["q2"]["k_gold_len"] == 3.0
+    assert r.components["w"] == 3.0 and r.components["w_answered"] == 2.0 and r.components["w_first"] == 1.0
+    bad = {**task, "score": {**task["score"], "metrics": [
+        {**task["score"]["metrics"][0], "params": {**task["score"]["metrics"][0]["params"],
+                                                  "args": {"kind": {"kidn": True}}}}]}}
+    with pytest.raises(Exception, match=r"args.kind=\{'kidn': True\}: give exactly one of solution, submission"):
+        score_submission(build_task(bad), tmp_path / "solutions.csv", tmp_path / "sub.csv")
+    typo = {**task, "score": {**task["score"], "metrics": [
+        {**task["score"]["metrics"][0], "params": {**task["score"]["metrics"][0]["params"], "retruns": "value"}}]}}
+    with pytest.raises(Exception, match=r"unknown key\(s\) .*params.retruns; valid keys: .*returns"):
+        score_submission(build_task(typo), tmp_path / "solutions.csv", tmp_path / "sub.csv")

@@ -238,7 +238,7 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
                 part_columns, part_entry = set_statistic(side, rows, float(part))
                 columns.update(part_columns)
                 set_metric.append(part_entry)
-                components[side.name] = float(part)
+                components[side.name] = set_values[side.name] = float(part)
                 coverage[side.name] = len(rows)
             continue
         values = fn(rows, m.params, env)
