@@ -187,6 +187,25 @@ def anchor_files(data: dict[str, Any], base: Path) -> dict[str, Any]:
     return data
 
 
+def check_params(params: Any, where: str, solutions: list[str] | None = None) -> AdoptedParams:
+    """The adopted metric's params checked before anything runs (kohaku.tasks.whole): the keys
+    and sources, the script's file, and the solutions columns its arguments read (``solutions``:
+    the file's columns, where known); errors name the key."""
+    p = build(AdoptedParams, params, where)
+    path = script_path(p.file)
+    if not path.is_file():
+        raise ConfigError(f"{where}.file={p.file!r}: no such file ({path}); give the scoring script's "
+                          "path (absolute, relative to the task file, ~ and $VARS expanded)")
+    for key, source in {**p.args, **p.init}.items():
+        column = source.get("solution")
+        named = [column] if isinstance(column, str) and column != "*" else column if isinstance(column, list) else []
+        missing = [c for c in named if solutions is not None and c not in solutions]
+        if missing:
+            raise ConfigError(f"{where}.args.{key}: the solutions file has no column(s) {missing}; it "
+                              f"has {', '.join(solutions or [])}")
+    return p
+
+
 def _local_modules(folder: Path) -> set[str]:
     """The top-level module names the files and packages of ``folder`` provide."""
     names = {p.stem for p in folder.glob("*.py")}
