@@ -44,7 +44,7 @@ for a script that prints its figures and returns nothing, e.g. HotpotQA's ``eval
 **Loading safely**: the file is imported under a unique module name (so a ``if __name__ ==
 "__main__":`` block does not run), with its own folder first on ``sys.path`` (it imports its
 sibling files; a sibling whose name is already imported elsewhere is imported fresh and put
-back after) and ``sys.argv`` set to ``[file]`` (argparse at import sees no options); what it
+back after; the standard library's modules are never displaced) and ``sys.argv`` set to ``[file]`` (argparse at import sees no options); what it
 prints at import and in each call is captured and logged at debug level. An import that exits
 (``sys.exit``) or raises is refused with an error naming the file and why. The file's code and
 the code of the sibling files it imports (found by reading its imports) are in the score's
@@ -206,11 +206,12 @@ def check_params(params: Any, where: str, solutions: list[str] | None = None) ->
     return p
 
 
-def _local_modules(folder: Path) -> set[str]:
-    """The top-level module names the files and packages of ``folder`` provide."""
-    names = {p.stem for p in folder.glob("*.py")}
-    names |= {p.parent.name for p in folder.glob("*/__init__.py")}
-    return names
+def _local_modules(path: Path) -> set[str]:
+    """The top-level names of the sibling modules the script imports (:func:`script_files`),
+    except the standard library's (a folder's ``json.py`` does not displace the ``json`` every
+    other module of the process uses)."""
+    names = {q.relative_to(path.parent).parts[0].removesuffix(".py") for q in script_files(path)[1:]}
+    return names - set(sys.stdlib_module_names) - set(sys.builtin_module_names)
 
 
 def _candidates(folder: Path, dotted: str) -> list[Path]:
@@ -276,6 +277,7 @@ def _script_context(folder: Path, argv0: str, saved_names: set[str]) -> Iterator
     aside = {n: m for n, m in sys.modules.items() if n.split(".")[0] in saved_names}
     for n in aside:
         del sys.modules[n]
+    before = set(sys.modules)
     sys.path.insert(0, str(folder))
     sys.argv = [argv0]
     try:
@@ -283,8 +285,10 @@ def _script_context(folder: Path, argv0: str, saved_names: set[str]) -> Iterator
     finally:
         sys.path[:] = old_path
         sys.argv[:] = old_argv
-        for n in [n for n in sys.modules if n.split(".")[0] in saved_names]:
-            del sys.modules[n]
+        for n in [n for n in sys.modules if n not in before]:   # the script's own, and what it
+            file = getattr(sys.modules[n], "__file__", None) or ""   # loaded from its folder
+            if n.split(".")[0] in saved_names or (file and Path(file).resolve().is_relative_to(folder.resolve())):
+                del sys.modules[n]
         sys.modules.update(aside)
 
 
@@ -307,7 +311,7 @@ class Script:
     def __init__(self, path: Path):
         self.path = path
         self.folder = path.parent
-        self.local = _local_modules(self.folder)
+        self.local = _local_modules(path)
         self.module: ModuleType | None = None
         self._stack = contextlib.ExitStack()
 
