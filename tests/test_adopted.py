@@ -377,3 +377,29 @@ def test_every_source_and_shape(tmp_path: Path) -> None:
         {**task["score"]["metrics"][0], "params": {**task["score"]["metrics"][0]["params"], "retruns": "value"}}]}}
     with pytest.raises(Exception, match=r"unknown key\(s\) .*params.retruns; valid keys: .*returns"):
         score_submission(build_task(typo), tmp_path / "solutions.csv", tmp_path / "sub.csv")
+
+
+def test_a_keyed_value_the_submission_lacks_is_not_passed_to_the_script(tmp_path: Path) -> None:
+    """HotpotQA-like: {"answer": {id: a}, "note": {id: n}}; q2 has an answer and no note: the
+    script, which would fail on None, is not called for it, and q2 scores task.score.unanswered
+    on the metric and on its parts (call_missing: true passes the None instead)."""
+    (tmp_path / "s.py").write_text("def f(note, gold):\n    return {'hit': note.lower() == gold, 'len': len(note)}\n")
+    (tmp_path / "solutions.csv").write_text("id,answer\nq1,x\nq2,y\nq3,z\n")
+    (tmp_path / "sub.json").write_text(json.dumps({"answer": {"q1": "x", "q2": "y", "q3": "z"},
+                                                   "note": {"q1": "X", "q3": "w"}}))
+    metric = {"name": "m", "fn": "adopted", "params": {
+        "file": str(tmp_path / "s.py"), "function": "f", "returns": "mapping", "score": "hit",
+        "args": {"note": {"submission": "note"}, "gold": {"solution": "answer"}}}}
+    task = {"name": "keyed", "score": {"scorer": "components", "classes": "generic", "unanswered": 0.25,
+                                       "metrics": [metric]},
+            "submission": {"writer": "columns", "columns": {"id": "qid", "answer": "value", "note": "note"},
+                           "shape": {"keyed": {"answer": ["answer"], "note": ["note"]}}},
+            "solutions": {"id": "id", "answer": "answer", "refs": None}}
+    from kohaku.tasks.spec import build_task
+
+    r = score_submission(build_task(task), tmp_path / "solutions.csv", tmp_path / "sub.json")
+    assert r.table["m"].to_list() == [1.0, 0.25, 0.0]
+    assert r.table["m_len"].to_list() == [1.0, 0.25, 1.0]
+    metric["params"]["call_missing"] = True
+    with pytest.raises(Exception, match=r"s\.py: f \(question q2\): AttributeError"):
+        score_submission(build_task(task), tmp_path / "solutions.csv", tmp_path / "sub.json")

@@ -538,12 +538,14 @@ def adopted_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Any)
         parts: dict[str, list[float | None]] = {}
         task = getattr(env, "task", None)
         unanswered = task.score.unanswered if task is not None else 0.0
+        skipped: set[int] = set()
         for i, r in enumerate(rows):
             kwargs = {} if r["submission"] is None and not p.call_missing else {
                 key: _source(source, r, env, where) for key, source in p.args.items()}
             if not p.call_missing and (r["submission"] is None or any(
                     kwargs[k] is None for k, source in p.args.items() if "submission" in source)):
                 values.append(unanswered)          # no row, or no value where the script reads one
+                skipped.add(i)
                 for k in parts:
                     parts[k][i] = unanswered
                 continue
@@ -552,8 +554,7 @@ def adopted_metric(rows: list[dict[str, Any]], params: dict[str, Any], env: Any)
             score, extra = _reading(p, value, printed, what)
             values.append(score)
             for k, v in extra.items():
-                parts.setdefault(k, [unanswered if rows[j]["submission"] is None else None
-                                     for j in range(len(rows))])[i] = v
+                parts.setdefault(k, [unanswered if j in skipped else None for j in range(len(rows))])[i] = v
         return MetricParts(values, parts) if parts else values
 
 
