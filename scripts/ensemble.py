@@ -131,6 +131,12 @@ def _ensemble_task(task, cfg: VoteConfig, args: argparse.Namespace):
     members = read_each(args.inputs, lambda p: read_submission(p, task, args.submission_format), args.debug)
     names = [str(p) for p in args.inputs]
     fmt = args.format or ("json" if args.out.suffix.lower() == ".json" else "csv")
+    if task.submission.shape:      # the competition's own JSON, as its members are (kohaku.tasks.shapes)
+        from kohaku.tasks.shapes import write_shaped
+
+        answers, submission = ensemble_task(members, task, cfg, names, questions)
+        write_shaped(submission, task.submission.shape, args.out)
+        return answers
     if fmt == "json":
         answers, document = ensemble_document(members, task, cfg, names, questions)
         # written as the members are: non-ASCII escaped when every member escapes it

@@ -139,10 +139,11 @@ def task_report(result, n_mismatches: int) -> list[str]:
     digits = d.get("round", {}).get("decimals")
     show = (lambda x: "   n/a" if x is None else f"{x:.{digits}f}") if digits is not None else _fmt
     what = "total" if d.get("combine") == "sum" else "value"
-    lines += ["", f"{'component':<12}{'weight':>8}{what:>9}{'covers':>8}"]
+    width = max([12, *(len(n) + 1 for n in result.components)])   # long names (an adopted script's figures)
+    lines += ["", f"{'component':<{width}}{'weight':>8}{what:>9}{'covers':>8}"]
     for name, value in result.components.items():
         level = "   (set)" if name in d.get("set_level", ()) else f"{d['coverage'][name]:>8}"
-        lines.append(f"{name:<12}{d['weights'][name]:>8.2f}{show(value):>9}{level}")
+        lines.append(f"{name:<{width}}{d['weights'][name]:>8.2f}{show(value):>9}{level}")
     if d.get("judge_invalid"):
         lines.append(f"judge outputs that were no verdict (scored 0): {d['judge_invalid']}")
     counts = result.errors["counts"]

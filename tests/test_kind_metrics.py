@@ -108,6 +108,9 @@ CATALOG_PARAMS: dict[str, dict[str, Any] | None] = {
     "page_pools": {"pred": "pages", "gold": "pools"},
     "llm_judge": {},
     "na_f1": None,                      # set-level: one number over the set, no question's value
+    # a scoring script of the test's own (exact.py, written in the test's folder)
+    "adopted": {"file": "exact.py", "function": "exact",
+                "args": {"prediction": {"submission": "value"}, "gold": {"solution": "answer"}}},
 }
 
 
@@ -130,6 +133,9 @@ def test_every_metric_gives_an_unanswered_question_what_the_task_says(tmp_path, 
     for name, params in CATALOG_PARAMS.items():
         if params is None:
             continue
+        if name == "adopted":
+            (tmp_path / "exact.py").write_text("def exact(prediction, gold):\n    return prediction == gold\n")
+            params = {**params, "file": str(tmp_path / params["file"])}
         task = _task([{"name": "m", "fn": name, "params": params}], **extra)
         task = replace(task, submission=replace(task.submission, page_base=1))
         if name == "llm_judge":

@@ -42,7 +42,9 @@ def read_task_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a task file holds a mapping of the task's parts")
     data.pop("defaults", None)
-    return data
+    from kohaku.tasks.adopted import anchor_files   # an adopted script's path, from the task file
+
+    return anchor_files(data, path.resolve().parent)
 
 
 def load_task(name_or_path: str | Path) -> Task:

@@ -140,6 +140,9 @@ class MetricEnv:
     cache: Any = None
     stats: dict[str, Any] | None = None
     task: Any = None              # the Task scored (kohaku.tasks.spec): kinds, page bases
+    solutions: Path | None = None     # the files scored (an adopted script may read them itself)
+    submission: Path | None = None
+    level: str = "question"       # the metric's level (question | set)
 
 
 def _truths(row: dict[str, Any]) -> list[str]:

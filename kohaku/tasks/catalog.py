@@ -63,6 +63,7 @@ GENERIC: dict[str, dict[str, str]] = {
         "page_pools": f"{_BUILTIN}:page_pools_metric",
         "na_f1": f"{_BUILTIN}:na_f1_metric",
         "kind_value": "kohaku.tasks.kind_metrics:kind_value_metric",
+        "adopted": "kohaku.tasks.adopted:adopted_metric",
     },
     "classes": {"generic": f"{_BUILTIN}:generic_classes",
                 "typed": "kohaku.tasks.typed_classes:typed_classes"},
@@ -85,6 +86,9 @@ GENERIC_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
         "na_f1": ("token", "average"),
         # kohaku.tasks.kind_metrics.KindValueParams's fields
         "kind_value": ("column", "kinds", "na_vs_na", "na_vs_answer", "answer_vs_na"),
+        # kohaku.tasks.adopted.AdoptedParams's fields
+        "adopted": ("file", "function", "args", "init", "result", "returns", "names", "score",
+                    "components", "shape", "call_missing"),
     },
 }
 

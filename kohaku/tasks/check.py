@@ -36,8 +36,7 @@ from kohaku.tasks import refs, registry
 from kohaku.tasks.builtin import _list_cell
 from kohaku.tasks.kinds import list_cell, parse_names
 from kohaku.tasks.catalog import DEFAULT_VARIANT
-from kohaku.tasks.io import read_rows
-from kohaku.tasks.scoring import score_submission
+from kohaku.tasks.scoring import read_solutions, score_submission
 from kohaku.tasks.spec import Task
 
 TOL = 1e-9
@@ -123,8 +122,7 @@ def perturbations(task: Task, solutions: Path) -> dict[str, pl.DataFrame]:
     the id, the value (perturbed), the refs from the gold's refs; other submission columns from
     the solutions' column of that name, else the layout's filler (empty unless the writer's room
     says otherwise)."""
-    sol = read_rows(solutions, task.solutions.format, "solutions", skip_blank_lines=True,
-                    key=task.solutions.id, value=task.solutions.answer)
+    sol = read_solutions(solutions, task)
     layout = _layout(task)
     id_col, value_col, refs_col = layout.id, layout.value, layout.refs
     spec = task.solutions
@@ -382,6 +380,11 @@ def check_submissions(task: Task, solutions: Path, command: str, submissions: li
     checks = []
     sources = [(str(p), Path(p)) for p in submissions]
     for name, df in perturbations(task, solutions).items():
+        if task.submission.shape:    # the competition's own JSON (kohaku.tasks.shapes)
+            from kohaku.tasks.shapes import write_shaped
+
+            sources.append((f"gold:{name}", write_shaped(df, task.submission.shape, out_dir / f"{name}.json")))
+            continue
         sources.append((f"gold:{name}", write_submission(df, out_dir / f"{name}.csv")))
     for i, (name, path) in enumerate(sources):
         try:

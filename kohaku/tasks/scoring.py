@@ -28,22 +28,24 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, Callable
 
 import polars as pl
 
-from kohaku.core.config import ConfigError
+from kohaku.core.config import ConfigError, build
 from kohaku.core.errors import MetricError
-from kohaku.tasks import registry
+from kohaku.tasks import adopted, registry
+from kohaku.tasks.adopted import MetricParts
 from kohaku.tasks.catalog import DEFAULT_VARIANT
 from kohaku.tasks.builtin import MetricEnv, is_blank_answer
 from kohaku.tasks.io import read_rows
+from kohaku.tasks.shapes import JsonShape, read_shaped
 from kohaku.tasks.submissions import read_submission
 from kohaku.tasks.typed_classes import page_columns
-from kohaku.tasks.spec import DEFAULT, Task
+from kohaku.tasks.spec import DEFAULT, MetricSpec, ScoreSpec, Task
 
 log = logging.getLogger("kohaku.score")
 
@@ -124,6 +126,8 @@ def score_code_key(values: Any) -> Any:
     for m in values.get("metrics") or []:
         if isinstance(m, dict) and m.get("fn"):
             code[f"metric:{m['fn']}"] = registry.code_hash("metric", str(m["fn"]))
+            if m["fn"] in adopted.ADOPTED:      # the adopted script and the siblings it imports
+                code[f"script:{m.get('name')}"] = adopted.code_key(m.get("params"))
     return {**values, "code": code}
 
 
@@ -167,8 +171,7 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     ``variant`` and ``strict`` are not used; ``fmt``: the submission's format (csv | json;
     None: detected, kohaku.tasks.submissions)."""
     spec = task.solutions
-    sol = read_rows(solutions, spec.format, "solutions", skip_blank_lines=True, key=spec.id,
-                    value=spec.answer)
+    sol = read_solutions(solutions, task)
     _require(sol, {"task.solutions.id": spec.id, "task.solutions.answer": spec.answer}, solutions, "solutions file")
     kinds = task.answer.kinds
     kind_col = kinds.column if kinds.enabled and kinds.column in sol.columns else None
@@ -218,7 +221,8 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     for w in warnings:
         log.warning(w)
     stats: dict[str, Any] = {}
-    env = MetricEnv(backend=backend, cache=cache, stats=stats, task=task)
+    env = MetricEnv(backend=backend, cache=cache, stats=stats, task=task, solutions=solutions,
+                    submission=submission)
     columns: dict[str, list[Any]] = {}
     components: dict[str, float | None] = {}
     metric: list[dict[str, Any]] = []
@@ -233,7 +237,10 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         m_rows = [{**r, "unanswered": r["missing"] or (r["empty"] and m.empty == "unanswered")}
                   for r in rows]
         if m.level == "set":
-            value = fn(m_rows, m.params, env)
+            value = fn(m_rows, m.params, replace(env, level="set"))
+            parts: dict[str, Any] = {}
+            if isinstance(value, MetricParts):   # an adopted script's figures beside its value
+                value, parts = value.values, value.parts
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) is a set-level metric and "
                                   f"returned {type(value).__name__}; return one number for all rows")
@@ -244,8 +251,19 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
             components[m.name] = float(value)
             coverage[m.name] = len(rows)
             score += m.weight * float(value)
+            for key, part in parts.items():     # reported beside it, weight 0
+                side = MetricSpec(name=f"{m.name}_{key}", fn=m.fn, weight=0.0, params=m.params, level="set")
+                part_columns, part_entry = set_statistic(side, rows, float(part))
+                columns.update(part_columns)
+                set_metric.append(part_entry)
+                components[side.name] = set_values[side.name] = float(part)
+                coverage[side.name] = len(rows)
             continue
-        values = list(fn(m_rows, m.params, env))
+        values = fn(m_rows, m.params, env)
+        parts = {}
+        if isinstance(values, MetricParts):     # an adopted script's per-question figures
+            values, parts = values.values, values.parts
+        values = list(values)
         if len(values) != len(rows):
             raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) returned {len(values)} values for "
                               f"{len(rows)} questions")
@@ -267,6 +285,9 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         metric.append({"name": m.name, "column": m.name, "weight": m.weight,
                        "over": f"{m.name}_covered", "empty": None,
                        **({"combine": "sum"} if task.score.combine == "sum" else {})})
+        for key, part in parts.items():         # reported beside it, weight 0
+            components[f"{m.name}_{key}"], coverage[f"{m.name}_{key}"] = _part(
+                task, m_rows, f"{m.name}_{key}", list(part), columns, metric)
     if task.score.round is not None:
         digits, how = task.score.round, task.score.rounding
         components = {k: None if v is None else round_score(v, digits, how) for k, v in components.items()}
@@ -289,7 +310,9 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
     correct_by = task.score.correct or next((m["name"] for m in metric if m["weight"] > 0), metric[0]["name"])
     table = table.with_columns((pl.col(correct_by).fill_null(0.0) >= 0.5).alias("correct"))
     table, errors = task_classes(task, table)
-    details = {"weights": {m.name: m.weight for m in task.score.metric_specs}, "coverage": coverage,
+    weights = {m.name: m.weight for m in task.score.metric_specs}
+    weights.update({k: 0.0 for k in components if k not in weights})   # a metric's parts, beside it
+    details = {"weights": weights, "coverage": coverage,
                "correct_by": correct_by, "combine": task.score.combine, **stats}
     if set_values:
         details["set_level"] = sorted(set_values)
@@ -321,6 +344,33 @@ def pick_answers(rows: list[dict[str, Any]], id_col: str, policy: str,
                           + ", ".join(list(dups)[:10]) + (" ..." if len(dups) > 10 else "")
                           + "; task.submission.duplicates=error refuses them (first or last picks one)")
     return preds, dups
+
+
+def _part(task: Task, rows: list[dict[str, Any]], name: str, values: list[Any],
+          columns: dict[str, list[Any]], metric: list[dict[str, Any]]) -> tuple[float | None, int]:
+    """A per-question part of a metric (kohaku.tasks.adopted.MetricParts) as a component of
+    weight 0, under the rule of every per-question metric (its value and covered count)."""
+    if len(values) != len(rows):
+        raise ConfigError(f"the component {name} has {len(values)} values for {len(rows)} questions")
+    values = [v if v is None or not r["unanswered"] else task.score.unanswered for v, r in zip(values, rows)]
+    covered = [v is not None for v in values]
+    columns[name] = [None if v is None else float(v) for v in values]
+    columns[f"{name}_covered"] = covered
+    total, n_cov = sum(v for v in values if v is not None), sum(covered)
+    value = float(total) if task.score.combine == "sum" else (total / n_cov if n_cov else None)
+    metric.append({"name": name, "column": name, "weight": 0.0, "over": f"{name}_covered", "empty": None,
+                   **({"combine": "sum"} if task.score.combine == "sum" else {})})
+    return value, n_cov
+
+
+def read_solutions(path: Path, task: Task) -> pl.DataFrame:
+    """The task's solutions file: as ``solutions.shape`` says where its records are (a
+    competition's own JSON, kohaku.tasks.shapes), else a CSV, JSON lines or a JSON array."""
+    shape = build(JsonShape, task.solutions.shape, "task.solutions.shape")
+    if shape.enabled:
+        return read_shaped(path, shape, "solutions")
+    return read_rows(path, task.solutions.format, "solutions", skip_blank_lines=True,
+                     key=task.solutions.id, value=task.solutions.answer)
 
 
 def na_flags(rows: list[dict[str, Any]], params: dict[str, Any]) -> tuple[list[bool], list[bool]]:

@@ -43,6 +43,7 @@ from kohaku.llm.prompts import check_template
 from kohaku.retrieval.gold import GoldSpec
 from kohaku.core.values import MODEL_BLANK_TOKENS
 from kohaku.tasks.catalog import default_names
+from kohaku.tasks.shapes import JsonShape
 
 FORMATS = ("csv", "jsonl", "json")   # jsonl and json: JSON lines or one JSON array of objects
 FIELD_TYPES = ("text", "number", "list", "choice", "refs")
@@ -263,6 +264,9 @@ class SubmissionSpec:
     columns: dict[str, str] = field(default_factory=dict)
     list_format: str = "python"       # python ['a','b'] | json ["a","b"] | semicolon a;b
     blank: str = "is_blank"           # the cell of a field with no value
+    # reading a competition's own JSON submission (kohaku.tasks.shapes): {keyed: {location:
+    # [columns]}, id: column} for objects keyed by question id; {}: the writer's CSV or document
+    shape: dict[str, Any] = field(default_factory=dict)
     # json writer (kohaku.tasks.documents): submission.json, a document of the answers; the flat
     # submission.csv of `columns` is written beside it (what kohaku scores and compares)
     document: dict[str, Any] = field(default_factory=dict)   # constant top-level keys (team, ...)
@@ -314,6 +318,7 @@ class SubmissionSpec:
                                   "pdf_sha1, page_index: page}")
         if self.page_base not in (0, 1):
             raise ConfigError(f"task.submission.page_base={self.page_base}; use 0 or 1")
+        build(JsonShape, self.shape, "task.submission.shape")
 
 
 @dataclass
@@ -325,8 +330,13 @@ class SolutionsSpec:
     # the number of the first page in the solutions' page cells (pools, pages): 0 or 1; null:
     # the submission's (task.submission.page_base)
     page_base: int | None = None
+    # reading a competition's own JSON gold (kohaku.tasks.shapes): {records: "*.questions"} for
+    # records nested in the document, {keyed: {location: [columns]}} for objects keyed by id; {}:
+    # a CSV, JSON lines or a JSON array of objects (format)
+    shape: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
+        build(JsonShape, self.shape, "task.solutions.shape")
         if self.format is not None and self.format not in FORMATS:
             raise ConfigError(f"task.solutions.format={self.format!r}; use one of {', '.join(FORMATS)} or null")
         if self.page_base not in (None, 0, 1):

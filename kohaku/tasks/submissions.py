@@ -185,6 +185,10 @@ def read_submission(path: str | Path, task: Task, fmt: str | None = None,
     name their kind. Raises FileNotFoundError / SubmissionError naming the file."""
     path = Path(path)
     fmt = detect_format(path, fmt)
+    if task.submission.shape and fmt == "json":   # the competition's own JSON (kohaku.tasks.shapes)
+        from kohaku.tasks.shapes import read_shaped_submission
+
+        return SubmissionFile(path, "json", read_shaped_submission(path, task.submission.shape))
     if fmt == "csv":
         return SubmissionFile(path, "csv", csvfile.read_csv_strings(path, "submission", SubmissionError,
                                                                     skip_blank_lines=True))

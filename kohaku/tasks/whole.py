@@ -21,6 +21,7 @@ from kohaku.tasks import registry
 from kohaku.tasks.builtin import COLUMN_SOURCES, REPEATS
 from kohaku.tasks.io import read_rows
 from kohaku.tasks.kind_metrics import kind_scores
+from kohaku.tasks.adopted import ADOPTED, check_params
 from kohaku.tasks.spec import WRITERS_WITH_COLUMNS, Task, build_task
 
 #: the json writer's sources beyond the columns writer's (kohaku.tasks.documents)
@@ -80,6 +81,8 @@ def _check_metrics(task: Task, solutions: list[str] | None) -> None:
             if solutions is not None and column not in solutions:
                 raise ConfigError(f"{where}: the solutions file has no kind column {column!r} "
                                   f"(params.column or task.answer.kinds.column); it has {', '.join(solutions)}")
+        if m.fn in ADOPTED:   # its params, its script's file, the solutions columns it reads
+            check_params(m.params, f"task.score.metrics[{i}].params", solutions)
         if m.fn == "page_pools" and m.params.get("repeats", "set") not in REPEATS:
             raise ConfigError(f"task.score.metrics[{i}].params.repeats={m.params['repeats']!r}; use one "
                               f"of {', '.join(REPEATS)}")
@@ -122,6 +125,6 @@ def check_task(values: Any, where: str = "task", questions: Path | None = None,
         raise ConfigError(f"task.answer.kinds.column={task.answer.kinds.column!r}: {questions} has no such "
                           f"column ({', '.join(q_cols)})")
     _check_sources(task, q_cols)
-    s_cols = _header(solutions, task.solutions.format, "solutions")
+    s_cols = None if task.solutions.shape else _header(solutions, task.solutions.format, "solutions")
     _check_metrics(task, s_cols)
     return task

@@ -305,7 +305,8 @@ class Entry:
 #: (kind, name) -> the dataclass of that function's ``params`` where it has one: its keys are
 #: listed under the function and need a line of meaning like every config key
 PARAM_CLASSES: dict[tuple[str, str], str] = {("metric", "llm_judge"): "kohaku.tasks.judge:JudgeConfig",
-                                             ("metric", "kind_value"): "kohaku.tasks.kind_metrics:KindValueParams"}
+                                             ("metric", "kind_value"): "kohaku.tasks.kind_metrics:KindValueParams",
+                                             ("metric", "adopted"): "kohaku.tasks.adopted:AdoptedParams"}
 
 
 def catalog_entries() -> list[Entry]:
