@@ -6,7 +6,7 @@ Usage:
 FINANCEBENCH is a copy of patronus-ai/financebench: a checkout, a bare git directory or the
 ``data/financebench_open_source.jsonl`` file (its ``results/`` folder is never read). For every
 question whose gold is an amount, or text that begins with one, answers are written in the
-styles of issue 58 (rounded inputs, a percent for a ratio, units, a computation's final figure,
+styles a careful grader accepts (rounded inputs, a percent for a ratio, units, a computation's final figure,
 a text gold's leading number) with their wrong twins (another figure, another quantity, an
 intermediate figure, a refusal that ends with a number), each labelled by its construction
 (kohaku/tools/amount_labels.py). Write OUT under outputs/ or a temporary folder: the file

@@ -155,6 +155,12 @@ def test_search_finds_the_reference_and_the_guide_of_a_key(browser, served, word
 
 @pytest.mark.parametrize("words, page", [("unknown key", "/troubleshooting/"), ("troubleshooting", "/troubleshooting/"),
                                          ("glossary", "/concepts/"), ("llm=vllm_qwen2_5_7b", "/reference/config/"),
-                                         ("pipeline diagram", "/reference/pipeline/")])
+                                         ("pipeline diagram", "/reference/pipeline/"),
+                                         # newcomers' questions as typed (the glossary's terms
+                                         # are headings, so each is a search section of its own)
+                                         ("what is a pool", "/concepts/"),
+                                         ("why did my run abstain", "/troubleshooting/"),
+                                         ("how to add my own metric", "/examples/custom-metric/"),
+                                         ("compare two runs", "/tutorials/scoring-and-comparing/")])
 def test_search_finds_the_new_pages(browser, served, words, page):  # noqa: F811
     assert page in _first_pages(search(browser, served, words))

@@ -17,7 +17,7 @@ nodes' windows (or the node itself, when it is no sentence) until that share of 
 used, then a second pass in rank order widens them to their full units with the rest. A long
 report's answer is often a hit ranked sixth to twentieth; one pass of 400-token spans fills
 2,000 tokens with the first five (FinanceBench's filings: page recall 0.787 -> 0.827 with the
-right filing; WattBot's papers: evidence recall 0.871 -> 0.881; docs/design.md).
+right filing; WattBot's papers: evidence recall 0.871 -> 0.881; docs/measured/history.md).
 
 How wide the first pass is depends on whether the hits agree. When the first ``spread_top``
 (10) ranked nodes lie on ``spread_pages`` (7) or more distinct pages (sections, for a document
@@ -26,7 +26,7 @@ ranked sentence alone up to ``scattered_share`` (0.9) of the budget, so the cont
 hits ranked 10-30 where a long filing's answer often is; hits that agree on a few pages keep
 their windows and spans, where a paper's answer sits next to the first hit (FinanceBench page
 recall 0.839 -> 0.871 single store, WattBot evidence recall unchanged at 2,000 tokens;
-docs/design.md, issue 47). A ranked node with the text of an earlier one (``dedup_text``: a
+docs/measured/history.md, issue 47). A ranked node with the text of an earlier one (``dedup_text``: a
 sentence in a filing's summary and in its notes) is skipped.
 
 Leaves are grouped into one *block* per section (the document's child on the leaf's path): a

@@ -65,7 +65,7 @@ class EvidenceConfig:
     (kohaku/retrieval/evidence.py); ``pool: 0`` turns it off."""
 
     # ranked nodes rescored per (question, attempt); 0 = off. Defaults: tuned on the WattBot
-    # train questions and public split (scripts/eval_retrieval.py --compare, docs/design.md)
+    # train questions and public split (scripts/eval_retrieval.py --compare, docs/measured/history.md)
     pool: int = 200
     rank_weight: float = 0.25  # the fused order as a prior: 1 / (1 + rank / rank_scale)
     rank_scale: float = 10.0        # rank at which the rank prior halves

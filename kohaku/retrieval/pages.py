@@ -15,7 +15,7 @@ pages with no other) is a page of its own there:
 
 Prose keeps its place (``rank``) or moves behind table pages that many rows vote for
 (``vote``); on WattBot's papers the evidence recall is as without it, on FinanceBench's filings
-the page recall rises (docs/design.md). ``RetrieveConfig.pages`` (``vote``, ``rank`` or
+the page recall rises (docs/measured/history.md). ``RetrieveConfig.pages`` (``vote``, ``rank`` or
 ``none``), ``page_k`` and ``page_pool`` set it.
 """
 

@@ -96,7 +96,7 @@ class RetrieveConfig(RenderConfig):
     # true: the words naming the documents a question's search is restricted to (its company:
     # the document prior's entity values, kohaku/retrieval/docprior.py) are left out of its
     # BM25 queries within them (they picked the report; in it they pick the cover). Off: it cost
-    # FinanceBench's quotes two questions (docs/design.md, issue 47)
+    # FinanceBench's quotes two questions (docs/measured/history.md, issue 47)
     bm25_drop_named: bool = False
     page_k: float = 6.0             # the k of the pages' 1/(page_k + rank) vote
     page_pool: int = 200            # ranked nodes whose rows vote for pages

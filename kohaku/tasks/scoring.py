@@ -340,9 +340,10 @@ def pick_answers(rows: list[dict[str, Any]], id_col: str, policy: str,
                 continue
         preds[qid] = r
     if dups and policy == "error":
-        raise MetricError(f"{path}: {len(dups)} question id(s) answered more than once: "
-                          + ", ".join(list(dups)[:10]) + (" ..." if len(dups) > 10 else "")
-                          + "; task.submission.duplicates=error refuses them (first or last picks one)")
+        ids = ", ".join(list(dups)[:10]) + (" ..." if len(dups) > 10 else "")
+        # one f-string, so the error reference (scripts/gen_reference.py) lists the message
+        raise MetricError(f"{path}: {len(dups)} question id(s) answered more than once: {ids}; "
+                          f"task.submission.duplicates=error refuses them (first or last picks one)")
     return preds, dups
 
 
