@@ -9,7 +9,7 @@ Usage:
 
 A submission is a CSV, or with ``--task`` also the task's JSON writer's document (detected: a
 ``.json`` file or one that starts with ``{`` or ``[``; or told: ``--submission-format``;
-kohaku/tasks/submissions.py reads its answer objects as the flat columns the task's CSV has, so
+kohaku/tasks/files/submissions.py reads its answer objects as the flat columns the task's CSV has, so
 both score the same).
 
 Several submissions are scored in one call (one process, the task built once) into one table:
@@ -24,7 +24,7 @@ other files are scored as when scored alone, and the exit code is 2; never a tra
 ``--debug`` (or ``KOHAKU_DEBUG=1``) asks for it.
 
 ``--task`` scores with another competition's metric (conf/task/<NAME>.yaml or a task YAML's
-path; kohaku/tasks/scoring.py): each component with its weight and the number of questions it
+path; kohaku/tasks/score/scoring.py): each component with its weight and the number of questions it
 covers, the error classes and the first wrong questions. A task whose metric asks an LLM judge
 uses ``--llm`` (a conf/llm option, e.g. fake or smollm2_cpu) through the generation cache under
 ``--cache-dir``.
@@ -32,7 +32,7 @@ uses ``--llm`` (a conf/llm option, e.g. fake or smollm2_cpu) through the generat
 Prints the components (value, ref, NA, unit), value accuracy per evidence flag (Quote, Table,
 Figure, Math, is_NA) and per Usage split when the solutions have those columns, the first
 mismatches, and as its last line ``score: 0.xxxx``. ``--errors`` adds each question's error class
-(kohaku/tasks/wattbot/diagnosis.py: correct, missing, answered_na, needless_abstention, wrong_ref, scale,
+(kohaku/tasks/rooms/wattbot/diagnosis.py: correct, missing, answered_na, needless_abstention, wrong_ref, scale,
 near_miss, wrong_number, wrong_range, wrong_name, wrong_list) counted overall and by answer kind,
 evidence flag and usage, with the first questions of each class; ``--json`` always holds them
 under ``errors``.
@@ -44,7 +44,7 @@ references score them and listed as warnings (stderr, and ``row_issues`` in --js
 file, row, id and column; ``--strict`` refuses them instead. Missing columns, an unreadable file
 or, with --strict, questionable rows: an error naming the file, row and column, exit code 2.
 
-Variants (kohaku/tasks/wattbot/metric.py): ``wattbot`` = the scorer's first commit, the competition's
+Variants (kohaku/tasks/rooms/wattbot/metric.py): ``wattbot`` = the scorer's first commit, the competition's
 distributed metric (values as written, NA averaged over all rows); ``wattbot-recall`` = its
 latest commit (submitted values normalised, NA as recall over unanswerable questions).
 """
@@ -64,9 +64,9 @@ import polars as pl  # noqa: E402
 from kohaku.core.config import ConfigError  # noqa: E402
 from kohaku.core.errors import KohakuError, one_line  # noqa: E402
 from kohaku.core.readfile import debug_wanted  # noqa: E402
-from kohaku.tasks.submissions import require_csv  # noqa: E402
-from kohaku.tasks.wattbot.diagnosis import classify, error_lines, error_summary  # noqa: E402
-from kohaku.tasks.wattbot.metric import VARIANTS, WEIGHTS, ScoreResult, score_files  # noqa: E402
+from kohaku.tasks.files.submissions import require_csv  # noqa: E402
+from kohaku.tasks.rooms.wattbot.diagnosis import classify, error_lines, error_summary  # noqa: E402
+from kohaku.tasks.rooms.wattbot.metric import VARIANTS, WEIGHTS, ScoreResult, score_files  # noqa: E402
 
 
 WITHOUT_TASK = "score.py without --task"
@@ -123,7 +123,7 @@ def report(result: ScoreResult, n_mismatches: int) -> list[str]:
 
 
 def task_report(result, n_mismatches: int) -> list[str]:
-    """The lines of a ``components`` task's score (kohaku.tasks.scoring.TaskScore)."""
+    """The lines of a ``components`` task's score (kohaku.tasks.score.scoring.TaskScore)."""
     d = result.details
     lines = [f"task: {result.task}   questions: {result.n}"]
     if result.n_missing:
@@ -149,7 +149,7 @@ def task_report(result, n_mismatches: int) -> list[str]:
     counts = result.errors["counts"]
     lines += ["", "error classes: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v)]
     pages = (result.errors.get("pages") or {}).get("counts")
-    if pages:   # a typed task's cited pages against the gold pools (kohaku/tasks/typed_classes.py)
+    if pages:   # a typed task's cited pages against the gold pools (kohaku/tasks/analysis/typed_classes.py)
         lines.append("cited pages: " + ", ".join(f"{k} {v}" for k, v in pages.items() if v))
     wrong = result.table.filter(~pl.col("correct"))
     if wrong.height:
@@ -268,7 +268,7 @@ def score_many(args: argparse.Namespace, task) -> int:
                 rows.append({"submission": path, "score": r.score, "components": {
                     "value": r.value, "ref": r.ref, "na": r.na}, "n": r.n, "n_missing": r.n_missing})
             else:
-                from kohaku.tasks.scoring import score_submission
+                from kohaku.tasks.score.scoring import score_submission
 
                 r = score_submission(task, args.solutions, path, variant=args.variant, subset=args.subset,
                                      strict=args.strict, backend=backend, cache=cache, fmt=args.submission_format)
@@ -311,7 +311,7 @@ def _task(args: argparse.Namespace):
 
 
 def score_task(args: argparse.Namespace, task) -> int:
-    from kohaku.tasks.scoring import score_submission
+    from kohaku.tasks.score.scoring import score_submission
 
     try:
         backend, cache = None, None
