@@ -119,6 +119,27 @@ def task_report(result, n_mismatches: int) -> list[str]:
     return lines
 
 
+def _failed(exc: BaseException, debug: bool) -> int:
+    """A named error of the one file scored: re-raised with --debug, else one line on stderr, exit 2."""
+    if debug:
+        raise exc
+    print(f"error: {one_line(exc)}", file=sys.stderr)
+    return 2
+
+
+def _judge(args: argparse.Namespace):
+    """The ``--llm`` backend (loaded once, handed out lazily) and its generation cache under
+    ``--cache-dir``; (None, None) without ``--llm``."""
+    if not args.llm:
+        return None, None
+    from kohaku.llm.base import load_backend
+    from kohaku.llm.cache import open_generation_cache
+    from kohaku.runner.pipeline import option_values
+
+    loaded = load_backend(option_values("llm", args.llm))
+    return (lambda: loaded), open_generation_cache(args.cache_dir, loaded.identity, True)
+
+
 def command(args: argparse.Namespace) -> int:
     """Run scripts/score.py's parsed arguments: 0, or 2 when a file could not be scored (the
     error on stderr, one line; ``--debug`` or ``KOHAKU_DEBUG=1`` re-raises it)."""
@@ -138,10 +159,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             task = _task(args)
         except (ConfigError, FileNotFoundError) as exc:
-            if args.debug:
-                raise
-            print(f"error: {one_line(exc)}", file=sys.stderr)
-            return 2
+            return _failed(exc, args.debug)
         if task.score.scorer == "wattbot":
             task = None
     if len(args.submissions) > 1 or args.format is not None:
@@ -153,10 +171,7 @@ def run(args: argparse.Namespace) -> int:
         result = score_files(args.solutions, require_csv(args.submission, WITHOUT_TASK), args.variant, subset=args.subset,
                              strict=args.strict)
     except (KohakuError, FileNotFoundError) as exc:
-        if args.debug:
-            raise
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return _failed(exc, args.debug)
     table = classify(result.table)
     errors = error_summary(table)
     if args.json:
@@ -174,14 +189,7 @@ def score_many(args: argparse.Namespace, task) -> int:
     from kohaku.report.tables import score_table
 
     logging.getLogger("kohaku.score").setLevel(logging.ERROR)   # one line per file below, not per warning
-    backend = cache = None
-    if task is not None and args.llm:
-        from kohaku.llm.base import load_backend
-        from kohaku.llm.cache import open_generation_cache
-        from kohaku.runner.pipeline import option_values
-
-        loaded = load_backend(option_values("llm", args.llm))
-        backend, cache = (lambda: loaded), open_generation_cache(args.cache_dir, loaded.identity, True)
+    backend, cache = _judge(args) if task is not None else (None, None)
     rows, failed = [], 0
     for path in args.submissions:
         try:
@@ -237,24 +245,14 @@ def score_task(args: argparse.Namespace, task) -> int:
     from kohaku.tasks.score.scoring import score_submission
 
     try:
-        backend, cache = None, None
-        if args.llm:
-            from kohaku.llm.base import load_backend
-            from kohaku.llm.cache import open_generation_cache
-            from kohaku.runner.pipeline import option_values
-
-            loaded = load_backend(option_values("llm", args.llm))
-            backend, cache = (lambda: loaded), open_generation_cache(args.cache_dir, loaded.identity, True)
-        elif any(m.fn == "llm_judge" for m in task.score.metric_specs):
+        if not args.llm and any(m.fn == "llm_judge" for m in task.score.metric_specs):
             raise ConfigError(f"task {task.name}'s metric asks an LLM judge: give --llm (e.g. --llm fake)")
+        backend, cache = _judge(args)
         result = score_submission(task, args.solutions, args.submission, variant=args.variant,
                                   subset=args.subset, strict=args.strict, backend=backend, cache=cache,
                                   fmt=args.submission_format)
     except (KohakuError, FileNotFoundError) as exc:
-        if args.debug:
-            raise
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return _failed(exc, args.debug)
     if args.json:
         rows = result.table.to_dicts()
         args.json.write_text(json.dumps({**result.summary(), "rows": rows}, indent=2, allow_nan=False,
