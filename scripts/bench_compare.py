@@ -22,7 +22,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku.tasks.components import Component, Metric  # noqa: E402
+from kohaku.tasks.score.components import Component, Metric  # noqa: E402
 from kohaku.report.paired import ComponentMatrix, ScoreMatrix, compare  # noqa: E402
 
 JUDGED = Metric("judged", (Component("judge", "judge", 1.0, "judge_covered"),

@@ -62,7 +62,7 @@ def leaf_texts(data: Path) -> list[str]:
 
 
 def question_texts(data: Path) -> list[str]:
-    from kohaku.tasks.io import read_questions
+    from kohaku.tasks.files.io import read_questions
 
     out: list[str] = []
     for name in ("train_QA.csv", "test_Q.csv"):

@@ -20,8 +20,9 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kohaku.answer.answering import InferConfig, answer_schema, parse_answer, prompt_values  # noqa: E402
 from kohaku.ingest.corpus import resolve_against_root  # noqa: E402
-from kohaku.tasks import documents, kinds, load_task  # noqa: E402
-from kohaku.tasks.builtin import COLUMN_SOURCES  # noqa: E402
+from kohaku.tasks.files import documents  # noqa: E402
+from kohaku.tasks import kinds, load_task
+from kohaku.tasks.named.builtin import COLUMN_SOURCES  # noqa: E402
 from kohaku.answer.voting import VoteConfig, vote_generations, with_ref_pages  # noqa: E402
 
 REPEATS = 30

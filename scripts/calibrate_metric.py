@@ -20,7 +20,7 @@ metric) and every disagreement under its category: the file's category column wh
 else the amount rule that decided (strict, rounded_inputs_tol, ratio_percent, unit_conversion,
 final_figure, text_gold, asked_precision, refusal; "NAME (off)": a rule the metric leaves off that
 would have decided it) or what the answer states instead (no amount, percent/ratio, scale, sign,
-near miss, other figure), else ``text`` (kohaku/tasks/calibration.py). ``--json`` writes the
+near miss, other figure), else ``text`` (kohaku/tasks/score/calibration.py). ``--json`` writes the
 figures. Exit code 0; 2 for a file or config error (the message names the file, row or key).
 """
 
@@ -38,9 +38,9 @@ import yaml  # noqa: E402
 
 from kohaku.core.config import ConfigError  # noqa: E402
 from kohaku.core.errors import KohakuError  # noqa: E402
-from kohaku.tasks.amounts import CAREFUL  # noqa: E402
-from kohaku.tasks.builtin import MetricEnv  # noqa: E402
-from kohaku.tasks.calibration import (LabelColumns, amount_rules_of, calibrate, default_category,  # noqa: E402
+from kohaku.tasks.score.amounts import CAREFUL  # noqa: E402
+from kohaku.tasks.named.builtin import MetricEnv  # noqa: E402
+from kohaku.tasks.score.calibration import (LabelColumns, amount_rules_of, calibrate, default_category,  # noqa: E402
                                       read_labels, report_lines)
 
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         name, fn_name, params, task = _metric(args)
-        from kohaku.tasks import registry
+        from kohaku.tasks.named import registry
 
         fn = registry.lookup("metric", fn_name, "--metric")
         columns = LabelColumns(args.question_col, args.gold_col, args.answer_col, args.label_col,

@@ -7,7 +7,7 @@ Usage:
 
 The scorer command reads the two files and prints per-question scores as CSV (a header line
 ``id,...``; columns named as kohaku's components, e.g. ``value,ref,na`` for WattBot, or
-``score``: kohaku/tasks/check.py). Scored both ways: each SUBMISSION given and perturbations of
+``score``: kohaku/tasks/score/check.py). Scored both ways: each SUBMISSION given and perturbations of
 the gold written to --out-dir (exact; numbers off 0.5 % and 5 %; units; lists reordered and
 partial; case and punctuation; the not-answerable token swapped). A task with answer kinds whose
 solutions name each question's kind is perturbed by kind instead: numbers inside and outside
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kohaku.core.errors import one_line  # noqa: E402
 from kohaku.core.readfile import debug_wanted  # noqa: E402
-from kohaku.tasks.wattbot.metric import VARIANTS  # noqa: E402
+from kohaku.tasks.rooms.wattbot.metric import VARIANTS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args.debug = debug_wanted(args.debug)
     from kohaku.runner.pipeline import task_values
     from kohaku.tasks import build_task, task_file
-    from kohaku.tasks.check import check_submissions
+    from kohaku.tasks.score.check import check_submissions
 
     try:
         task = build_task(task_values(args.task, args.set), f"{task_file(args.task)}: task")

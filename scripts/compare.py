@@ -15,7 +15,7 @@ sources are run dirs and their own per-question tables (scores.parquet) are comp
 metric their scores.json names; runs scored with different metrics are not compared.
 
 Sources scored with --task may be the task's JSON documents as well as CSVs (read as the task's
-flat columns, kohaku/tasks/submissions.py). Every figure is on the task's own scale: a task whose
+flat columns, kohaku/tasks/files/submissions.py). Every figure is on the task's own scale: a task whose
 score is a sum over questions (task.score.combine: sum) in points, a set-level component (an F1
 over the set) recomputed as the set statistic on each resample.
 
@@ -24,8 +24,8 @@ difference B - A, a paired bootstrap 95 % interval over questions (10,000 resamp
 the two-sided p-value, Holm-adjusted p-values over the pairs, the smallest difference this
 question set detects at 80 % power (mde80), the questions fixed and broken, a '*' where the
 interval excludes zero; then each source's score interval, its metric components, its error
-classes (kohaku/tasks/wattbot/diagnosis.py for WattBot, the task's classes otherwise: for a task with
-answer kinds the typed classes, kohaku/tasks/typed_classes.py, with the cited pages' classes
+classes (kohaku/tasks/rooms/wattbot/diagnosis.py for WattBot, the task's classes otherwise: for a task with
+answer kinds the typed classes, kohaku/tasks/analysis/typed_classes.py, with the cited pages' classes
 pages:all_pools ... beside them) and the flipped questions with the question, its kind, the truth
 and both answers, each with its refs or cited pages and its classes.
 
@@ -52,14 +52,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kohaku.core.errors import one_line  # noqa: E402
 from kohaku.core.readfile import debug_wanted, read_each  # noqa: E402
-from kohaku.tasks.wattbot.metric import VARIANTS  # noqa: E402
+from kohaku.tasks.rooms.wattbot.metric import VARIANTS  # noqa: E402
 from kohaku.report.compare import (CompareError, Config, Scored, class_names, component_lines,  # noqa: E402
                                    error_counts, error_table_lines, flip_lines, flips, interval_lines,
                                    page_counts, pair_lines, parse_source, read_run, run_metric, score_matrix,
                                    score_source, score_with_task)
-from kohaku.tasks.wattbot.functions import wattbot_metric  # noqa: E402
+from kohaku.tasks.rooms.wattbot.functions import wattbot_metric  # noqa: E402
 from kohaku.report.paired import N_RESAMPLES, SEED, compare  # noqa: E402
-from kohaku.tasks.wattbot.submission import read_csv_str  # noqa: E402
+from kohaku.tasks.rooms.wattbot.submission import read_csv_str  # noqa: E402
 
 
 def scorer(args: argparse.Namespace):

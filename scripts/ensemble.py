@@ -6,7 +6,7 @@ Usage:
       [--metadata metadata.csv] [--task NAME|TASK.yaml] [--questions Q.csv] [--format csv|json]
 
 ``--task`` ensembles another competition's submissions (kohaku/answer/ensemble.py), each its
-flat CSV or its JSON writer's document (detected; kohaku/tasks/submissions.py). They are voted
+flat CSV or its JSON writer's document (detected; kohaku/tasks/files/submissions.py). They are voted
 exactly as the pipeline's vote stage votes samples: each question with the grouping of its answer
 kind (task.answer.kinds: numbers within vote.tolerance, booleans, names, sets of names, dates;
 the kind from --questions, else from the submissions' kind column), else the task's vote.group;
@@ -22,7 +22,7 @@ compared in canonical form ("1,000" = "1000.0"; --raw votes on the strings as wr
 KohakuRAG). Refs come only from the inputs agreeing with the winning answer (--ref-mode
 answer_priority | union | intersection | majority). ref_url is rebuilt from --metadata
 (id,url columns) when given, else from the inputs' ref_id/ref_url pairs. Writes a valid
-submission (kohaku/tasks/wattbot/submission.py) and prints a short summary.
+submission (kohaku/tasks/rooms/wattbot/submission.py) and prints a short summary.
 
 Every input is read before any vote: when some cannot be read (any bytes: a wrong encoding,
 binary data, JSON nested too deep, NaN; kohaku/core/readfile.py), each is named on its own
@@ -44,8 +44,8 @@ from kohaku.core.errors import one_line  # noqa: E402
 from kohaku.core.readfile import debug_wanted, read_each  # noqa: E402
 from kohaku.answer.ensemble import ensemble_submissions  # noqa: E402
 from kohaku.answer.voting import REF_MODES, TIEBREAKS, VoteConfig  # noqa: E402
-from kohaku.tasks.submissions import require_csv  # noqa: E402
-from kohaku.tasks.wattbot.submission import read_csv_str, require_columns, write_submission  # noqa: E402
+from kohaku.tasks.files.submissions import require_csv  # noqa: E402
+from kohaku.tasks.rooms.wattbot.submission import read_csv_str, require_columns, write_submission  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,9 +121,9 @@ def _ensemble_task(task, cfg: VoteConfig, args: argparse.Namespace):
     """The vote of --task's submissions (CSV or JSON) written as CSV or as the task's document."""
     from kohaku.answer.ensemble import ensemble_document, ensemble_task, members_escape
     from kohaku.core.artifacts import atomic_write
-    from kohaku.tasks.documents import write_json
-    from kohaku.tasks.io import read_questions
-    from kohaku.tasks.submissions import read_submission
+    from kohaku.tasks.files.documents import write_json
+    from kohaku.tasks.files.io import read_questions
+    from kohaku.tasks.files.submissions import read_submission
 
     questions = None
     if args.questions:
@@ -131,8 +131,8 @@ def _ensemble_task(task, cfg: VoteConfig, args: argparse.Namespace):
     members = read_each(args.inputs, lambda p: read_submission(p, task, args.submission_format), args.debug)
     names = [str(p) for p in args.inputs]
     fmt = args.format or ("json" if args.out.suffix.lower() == ".json" else "csv")
-    if task.submission.shape:      # the competition's own JSON, as its members are (kohaku.tasks.shapes)
-        from kohaku.tasks.shapes import write_shaped
+    if task.submission.shape:      # the competition's own JSON, as its members are (kohaku.tasks.files.shapes)
+        from kohaku.tasks.files.shapes import write_shaped
 
         answers, submission = ensemble_task(members, task, cfg, names, questions)
         write_shaped(submission, task.submission.shape, args.out)

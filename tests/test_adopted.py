@@ -1,4 +1,4 @@
-"""The ``adopted`` metric (kohaku.tasks.adopted): a competition's own scoring script, written
+"""The ``adopted`` metric (kohaku.tasks.score.adopted): a competition's own scoring script, written
 here as a competition would write it (argv parsed and prints at import, a ``__main__`` block,
 a sibling module imported, a per-question function, a whole-file function and a stateful class),
 adopted by a task YAML with no Python of the user's, scored through scripts/score.py."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from kohaku.tasks import load_task
-from kohaku.tasks.adopted import ScriptError, code_key, script_files
-from kohaku.tasks.check import check_submissions
-from kohaku.tasks.scoring import score_code_key, score_submission
+from kohaku.tasks.score.adopted import ScriptError, code_key, script_files
+from kohaku.tasks.score.check import check_submissions
+from kohaku.tasks.score.scoring import score_code_key, score_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from the folder an environment variable names and skips without it:
 
 Made with ``git -C <snapshot> archive HEAD <files> | tar -x -C <dir>``. The submissions: the
 benchmark's sample (TAT-QA), the gold perturbed by kohaku's check_scorer machinery
-(kohaku.tasks.check.perturbations, written in the benchmark's JSON by kohaku.tasks.shapes), and
+(kohaku.tasks.score.check.perturbations, written in the benchmark's JSON by kohaku.tasks.files.shapes), and
 perturbations made here.
 """
 
@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 
 from kohaku.tasks import load_task
-from kohaku.tasks.check import perturbations
-from kohaku.tasks.scoring import score_submission
-from kohaku.tasks.shapes import write_shaped
+from kohaku.tasks.score.check import perturbations
+from kohaku.tasks.score.scoring import score_submission
+from kohaku.tasks.files.shapes import write_shaped
 
 ROOT = Path(__file__).resolve().parents[1]
 TATQA = os.environ.get("KOHAKU_TATQA_DIR")

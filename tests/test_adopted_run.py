@@ -1,4 +1,4 @@
-"""A run whose task adopts a scoring script of its own (kohaku.tasks.adopted), end to end on
+"""A run whose task adopts a scoring script of its own (kohaku.tasks.score.adopted), end to end on
 data/sample with the fake LLM: the score stage calls the script; editing a sibling file the
 script imports re-runs the score stage only (the script and its imports are in the score's
 cache key); a missing script or a misspelled param is refused before any stage runs."""

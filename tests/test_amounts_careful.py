@@ -1,5 +1,5 @@
-"""Issue 58: amounts judged as a careful person judges them (kohaku.tasks.amounts.AmountRules),
-the calibration command (scripts/calibrate_metric.py, kohaku/tasks/calibration.py) and the
+"""Issue 58: amounts judged as a careful person judges them (kohaku.tasks.score.amounts.AmountRules),
+the calibration command (scripts/calibrate_metric.py, kohaku/tasks/score/calibration.py) and the
 labelled-set generator (scripts/make_amount_labels.py, kohaku/tools/amount_labels.py).
 
 Each rule: the issue's examples accepted with the rule on, rejected by the strict rules (the
@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from kohaku.core.config import ConfigError
-from kohaku.tasks.amounts import (CAREFUL, STRICT, AmountRules, numeric_match, question_decimals,
+from kohaku.tasks.score.amounts import (CAREFUL, STRICT, AmountRules, numeric_match, question_decimals,
                                   question_unit)
-from kohaku.tasks.builtin import MetricEnv
-from kohaku.tasks.calibration import (LabelColumns, amount_category, calibrate, parse_label, read_labels,
+from kohaku.tasks.named.builtin import MetricEnv
+from kohaku.tasks.score.calibration import (LabelColumns, amount_category, calibrate, parse_label, read_labels,
                                       report_lines)
-from kohaku.tasks.financebench.functions import numeric_match_metric, numeric_match_rules
+from kohaku.tasks.rooms.financebench.functions import numeric_match_metric, numeric_match_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 MILLIONS = "What is Netflix's year end FY2017 total current liabilities (in USD millions)?"

@@ -66,7 +66,7 @@ def _score(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 def test_ten_good_and_ten_hostile_files_the_good_scored_as_alone_each_bad_named(tmp_path: Path) -> None:
     from kohaku.tasks import load_task
-    from kohaku.tasks.scoring import score_submission
+    from kohaku.tasks.score.scoring import score_submission
 
     good, bad = _files(tmp_path)
     files = [p for pair in zip(good, bad) for p in pair]   # interleaved

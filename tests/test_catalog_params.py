@@ -1,4 +1,4 @@
-"""Every named function declares its params (kohaku.tasks.catalog.PARAMS), and a task that gives
+"""Every named function declares its params (kohaku.tasks.named.catalog.PARAMS), and a task that gives
 one a function does not declare is refused when it is built (kohaku.tasks.spec, which run.py and
 score.py --task use), naming the valid ones. The test walks the whole catalog: every kind, every
 name; a misspelling of each declared param of each metric is refused, each one spelled right is
@@ -18,8 +18,9 @@ import pytest
 
 from kohaku.core.config import ConfigError
 from kohaku.runner.pipeline import task_values
-from kohaku.tasks import build_task, registry
-from kohaku.tasks.catalog import CATALOG, PARAMS, declared_params
+from kohaku.tasks import build_task
+from kohaku.tasks.named import registry
+from kohaku.tasks.named.catalog import CATALOG, PARAMS, declared_params
 from kohaku.tasks.spec import ScoreSpec, SubmissionSpec, VoteSpec
 
 BASE = task_values("cited_pages")
@@ -88,8 +89,8 @@ def test_each_metric_declares_what_its_code_reads_and_its_docstring_names(name):
 
 
 def test_the_metrics_with_a_params_dataclass_declare_its_fields():
-    from kohaku.tasks.judge import JudgeConfig
-    from kohaku.tasks.kind_metrics import KindValueParams
+    from kohaku.tasks.score.judge import JudgeConfig
+    from kohaku.tasks.score.kind_metrics import KindValueParams
 
     for name, cls in (("llm_judge", JudgeConfig), ("kind_value", KindValueParams)):
         assert set(declared_params("metric", name)) == {f.name for f in dataclasses.fields(cls)}

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from kohaku.tasks import load_task
-from kohaku.tasks.check import perturbations
+from kohaku.tasks.score.check import perturbations
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "sample" / "pages_example"

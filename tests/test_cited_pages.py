@@ -1,7 +1,7 @@
 """The cited_pages worked example (conf/task/cited_pages.yaml, data/sample/cited_pages/): built
 with built-in parts only, it scores as a competition's own scorer does. The reference scorer
 below is written here from the task's rules alone (no kohaku import, no shared code) and run as
-a command by kohaku's scorer check (kohaku.tasks.check, scripts/check_scorer.py) on the run's
+a command by kohaku's scorer check (kohaku.tasks.score.check, scripts/check_scorer.py) on the run's
 own submission and on every perturbation of the gold, each of all 14 questions. The fake LLM
 and the hashing encoder make the run quick (plumbing, not answer quality)."""
 
@@ -17,8 +17,8 @@ import pytest
 from conftest import SAMPLE
 from kohaku.runner.pipeline import compose_config, run_pipeline
 from kohaku.tasks import load_task
-from kohaku.tasks.check import KIND_PERTURB, check_submissions, perturbations
-from kohaku.tasks.scoring import score_submission
+from kohaku.tasks.score.check import KIND_PERTURB, check_submissions, perturbations
+from kohaku.tasks.score.scoring import score_submission
 
 TASK = load_task("cited_pages")
 ANSWERS = SAMPLE / "cited_pages" / "answers.csv"

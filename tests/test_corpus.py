@@ -10,7 +10,7 @@ import pytest
 from helpers_corpus import make_ctx
 from kohaku.core.config import ConfigError, build
 from kohaku.ingest.corpus import CorpusConfig, CorpusError, read_metadata, read_solutions
-from kohaku.tasks.io import read_questions
+from kohaku.tasks.files.io import read_questions
 from kohaku.runner.pipeline import option_values
 from kohaku.stages import questions as questions_stage
 

@@ -1,4 +1,4 @@
-"""Error classes (kohaku/tasks/wattbot/diagnosis.py): one hand-made question per class, the partition and its
+"""Error classes (kohaku/tasks/rooms/wattbot/diagnosis.py): one hand-made question per class, the partition and its
 agreement with the metric, the finer details, the splits."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kohaku.tasks.wattbot.diagnosis import CLASSES, answer_kind, classify, error_lines, error_summary, scale_factor
-from kohaku.tasks.wattbot.metric import score_frames
+from kohaku.tasks.rooms.wattbot.diagnosis import CLASSES, answer_kind, classify, error_lines, error_summary, scale_factor
+from kohaku.tasks.rooms.wattbot.metric import score_frames
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "wattbot" / "solutions_public.csv"
 

@@ -14,7 +14,7 @@ import csv
 from collections import Counter
 from pathlib import Path
 
-from kohaku.tasks.amounts import numeric_match, question_unit
+from kohaku.tasks.score.amounts import numeric_match, question_unit
 
 DATA = Path(__file__).parent / "data" / "financebench_amount_labels.csv"
 

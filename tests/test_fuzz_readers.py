@@ -73,9 +73,9 @@ def _readers() -> dict[str, tuple[str, list[bytes], Callable[[Path], Any]]]:
     from kohaku.ingest.corpus import read_metadata, read_solutions
     from kohaku.retrieval.gold import GoldSpec, read_gold
     from kohaku.tasks import load_task
-    from kohaku.tasks.io import read_questions, read_rows
+    from kohaku.tasks.files.io import read_questions, read_rows
     from kohaku.tasks.spec import QuestionsSpec
-    from kohaku.tasks.submissions import read_submission
+    from kohaku.tasks.files.submissions import read_submission
 
     task = _cited_task()
     questions = (SAMPLE / "questions.csv").read_bytes()
@@ -289,7 +289,7 @@ def test_any_bytes_give_the_reader_s_result_or_a_named_error(name: str, folder: 
 # ------------------------------------------------------------------------------ the limits, one case each
 
 def test_a_utf16_file_with_its_byte_order_mark_reads_as_its_utf8_twin(tmp_path: Path) -> None:
-    from kohaku.tasks.io import read_questions
+    from kohaku.tasks.files.io import read_questions
 
     text = (SAMPLE / "questions.csv").read_text(encoding="utf-8")
     expected = read_questions(SAMPLE / "questions.csv")
@@ -303,7 +303,7 @@ def test_a_utf16_file_with_its_byte_order_mark_reads_as_its_utf8_twin(tmp_path: 
 
 
 def test_utf16_without_a_byte_order_mark_is_named(tmp_path: Path) -> None:
-    from kohaku.tasks.io import read_questions
+    from kohaku.tasks.files.io import read_questions
 
     path = tmp_path / "q.csv"
     path.write_bytes((SAMPLE / "questions.csv").read_text(encoding="utf-8").encode("utf-16-le"))
@@ -313,7 +313,7 @@ def test_utf16_without_a_byte_order_mark_is_named(tmp_path: Path) -> None:
 
 
 def test_invalid_utf8_in_json_names_its_byte(tmp_path: Path) -> None:
-    from kohaku.tasks.submissions import read_submission
+    from kohaku.tasks.files.submissions import read_submission
 
     path = tmp_path / "s.json"
     path.write_bytes(b'{"answers": [{"question_id": "q\xff1"}]}')
@@ -323,7 +323,7 @@ def test_invalid_utf8_in_json_names_its_byte(tmp_path: Path) -> None:
 
 
 def test_nesting_deeper_than_the_limit_is_refused_with_its_place_and_no_recursion(tmp_path: Path) -> None:
-    from kohaku.tasks.submissions import read_submission
+    from kohaku.tasks.files.submissions import read_submission
 
     path = tmp_path / "deep.json"
     head = '{"answers": ['
@@ -337,7 +337,7 @@ def test_nesting_deeper_than_the_limit_is_refused_with_its_place_and_no_recursio
 
 
 def test_nan_and_infinity_are_refused_where_a_number_is_expected(tmp_path: Path) -> None:
-    from kohaku.tasks.submissions import read_submission
+    from kohaku.tasks.files.submissions import read_submission
 
     for token, col in (("NaN", 47), ("-Infinity", 47), ("1e999", 47)):
         path = tmp_path / "nan.json"
@@ -348,7 +348,7 @@ def test_nan_and_infinity_are_refused_where_a_number_is_expected(tmp_path: Path)
 
 
 def test_a_cell_over_the_limit_is_refused_with_its_row_and_column(tmp_path: Path) -> None:
-    from kohaku.tasks.io import read_questions
+    from kohaku.tasks.files.io import read_questions
 
     path = tmp_path / "q.csv"
     path.write_text("id,question,answer_unit\nq1,short,x\nq2," + "y" * (readfile.MAX_CELL_CHARS + 1) + ",x\n")
@@ -385,7 +385,7 @@ def test_a_submission_read_is_scored_or_refused_with_a_named_error(name: str, fo
     thousands deep, a page of Infinity were a RecursionError and an OverflowError). A metric's
     error names the column, not always the file: the batch commands put the file before it
     (kohaku.core.errors.one_line)."""
-    from kohaku.tasks.scoring import score_submission
+    from kohaku.tasks.score.scoring import score_submission
 
     task, gold = _cited_task(), SAMPLE / "cited_pages" / "answers.csv"
     path = folder / f"input{READERS[name][0]}"

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from kohaku.core.config import ConfigError, build
 from kohaku.llm.fake import FakeBackend
-from kohaku.tasks.scoring import ScoreConfig
+from kohaku.tasks.score.scoring import ScoreConfig
 from kohaku.runner.stage import StageContext
 from kohaku.stages.score import STAGE
 from kohaku.tasks import load_task

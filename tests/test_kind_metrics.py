@@ -1,4 +1,4 @@
-"""Per-kind value metrics (kohaku.tasks.kind_metrics), the one rule for unanswered questions over
+"""Per-kind value metrics (kohaku.tasks.score.kind_metrics), the one rule for unanswered questions over
 the whole metric catalog, page_pools per repeat policy, one page base per task, and the kind
 rendering in every writer (issue 46)."""
 
@@ -13,10 +13,12 @@ import polars as pl
 import pytest
 
 from kohaku.core.config import ConfigError
-from kohaku.tasks import build_task, documents, kinds, load_task, read_task_yaml, registry, task_file
-from kohaku.tasks.builtin import columns_writer
-from kohaku.tasks.kind_metrics import anls, read_number
-from kohaku.tasks.scoring import score_submission
+from kohaku.tasks import build_task, kinds, load_task, read_task_yaml, task_file
+from kohaku.tasks.files import documents
+from kohaku.tasks.named import registry
+from kohaku.tasks.named.builtin import columns_writer
+from kohaku.tasks.score.kind_metrics import anls, read_number
+from kohaku.tasks.score.scoring import score_submission
 
 KINDS = {"column": "kind", "not_answerable": "N/A", "write_true": "True", "write_false": "False",
          "types": {"number": {"type": "number"}, "name": {"type": "name"}, "names": {"type": "names"},
@@ -228,7 +230,7 @@ def test_every_writer_counts_pages_from_the_tasks_base_and_renders_the_kind(tmp_
     assert answers["answer_value"].to_list() == ["7", "True", '["a", "b"]', "Site A"]
     sub = task.submission
     answers = documents.with_references(answers, None, sub)
-    from kohaku.tasks.builtin import json_writer
+    from kohaku.tasks.named.builtin import json_writer
     df = json_writer(answers, questions, sub, tmp_path / "submission.csv")
     assert df["pages"].to_list() == ['["d:0", "d:1"]', '["d:2"]', "", '["d:0"]']
     doc = json.loads((tmp_path / "submission.json").read_text())
@@ -278,7 +280,7 @@ def test_a_task_missing_a_key_fails_before_any_stage_runs(tmp_path, override, me
 
 def test_questions_as_a_json_array_read_like_json_lines(tmp_path):
     from kohaku.core.errors import CorpusError
-    from kohaku.tasks.io import read_questions
+    from kohaku.tasks.files.io import read_questions
     from kohaku.tasks.spec import QuestionsSpec
 
     spec = QuestionsSpec(format="json", id="id", question="text", fields=[])

@@ -112,7 +112,7 @@ def test_stage_modules_are_thin(path):
 #: kohaku's layers, lowest first (docs/design.md "Layers and the import rule"); a module belongs to
 #: the layer of the longest prefix that names it. A module may import its own layer and lower
 #: ones, never a higher one. ``tasks`` holds the generic task machinery and the competitions'
-#: rooms (kohaku/tasks/<name>/); the registry reads its table (kohaku/tasks/catalog.py:
+#: rooms (kohaku/tasks/rooms/<name>/); the registry reads its table (kohaku/tasks/named/catalog.py:
 #: ``module:function`` strings) and imports a room only when a task names one of its functions.
 LAYERS = (
     ("core", ("kohaku", "kohaku.core")),
@@ -129,13 +129,10 @@ LAYERS = (
 )
 
 #: the generic task machinery and the reports: they know no competition (no room's module)
-GENERIC = ("kohaku.tasks.spec", "kohaku.tasks.registry", "kohaku.tasks.catalog", "kohaku.tasks.scoring",
-           "kohaku.tasks.io", "kohaku.tasks.judge", "kohaku.tasks.components", "kohaku.tasks.grouping",
-           "kohaku.tasks.check", "kohaku.tasks.slips", "kohaku.tasks.whole", "kohaku.tasks.submissions",
-           "kohaku.tasks.kinds", "kohaku.tasks.kind_metrics", "kohaku.tasks.classes",
-           "kohaku.tasks.amounts", "kohaku.tasks.text_match", "kohaku.tasks.builtin",
+GENERIC = ("kohaku.tasks.spec", "kohaku.tasks.kinds", "kohaku.tasks.grouping", "kohaku.tasks.whole",
+           "kohaku.tasks.files", "kohaku.tasks.score", "kohaku.tasks.analysis", "kohaku.tasks.named",
            "kohaku.answer.ensemble", "kohaku.report")
-ROOMS = ("kohaku.tasks.wattbot", "kohaku.tasks.financebench", "kohaku.tasks.squad")
+ROOMS = ("kohaku.tasks.rooms.wattbot", "kohaku.tasks.rooms.financebench", "kohaku.tasks.rooms.squad")
 
 
 def layer_of(mod: str) -> tuple[int, str] | None:
@@ -248,16 +245,28 @@ def test_the_house_rules_catch_a_planted_circle_and_an_upward_import(tmp_path):
                and "layer retrieval must not import the higher layer report" in v for v in upward(graph))
 
 
-@pytest.mark.parametrize("rel", ["kohaku/tasks/catalog.py", "kohaku/tasks/spec.py"])
+@pytest.mark.parametrize("rel", ["kohaku/tasks/named/catalog.py", "kohaku/tasks/spec.py"])
 def test_catalog_and_spec_name_no_room(rel):
-    """The catalog finds the rooms (the subpackages of kohaku/tasks/) and reads their tables;
+    """The catalog finds the rooms (the subpackages of kohaku/tasks/rooms/) and reads their tables;
     the spec's defaults are the default task's (its room's DEFAULTS): neither names a room."""
     text = (REPO / rel).read_text().lower()
     assert not [r for r in ROOMS if r.rsplit(".", 1)[1] in text]
 
 
+def test_tasks_top_holds_what_a_task_is_and_the_groups():
+    """kohaku/tasks/ stays legible: what a task is at the top, every other module in the folder
+    of its job (files, score, analysis, named) and the competitions under rooms/."""
+    top = REPO / "kohaku" / "tasks"
+    assert sorted(p.name for p in top.glob("*.py")) == ["__init__.py", "grouping.py", "kinds.py", "spec.py",
+                                                        "whole.py"]
+    assert sorted(p.name for p in top.iterdir() if (p / "__init__.py").is_file()) == [
+        "analysis", "files", "named", "rooms", "score"]
+    assert sorted(p.parent.name for p in (top / "rooms").glob("*/__init__.py")) == sorted(
+        r.rsplit(".", 1)[1] for r in ROOMS)
+
+
 def test_catalog_reads_every_room():
-    from kohaku.tasks import catalog
+    from kohaku.tasks.named import catalog
 
     assert sorted(catalog.rooms()) == sorted(r.rsplit(".", 1)[1] for r in ROOMS)
     assert sum(1 for r in catalog.rooms() if getattr(catalog._room(r), "DEFAULTS", None)) == 1

@@ -32,9 +32,9 @@ from kohaku.report.compare import Config, read_run, score_matrix, score_with_tas
 from kohaku.report.paired import resample_scores
 from kohaku.runner.pipeline import compose_config, run_pipeline
 from kohaku.tasks import load_task
-from kohaku.tasks.refs import na_f1
-from kohaku.tasks.scoring import round_score, score_submission
-from kohaku.tasks.submissions import detect_format, read_submission
+from kohaku.tasks.score.refs import na_f1
+from kohaku.tasks.score.scoring import round_score, score_submission
+from kohaku.tasks.files.submissions import detect_format, read_submission
 
 TASK = load_task("cited_pages")
 ANSWERS = SAMPLE / "cited_pages" / "answers.csv"
@@ -245,7 +245,7 @@ def test_a_set_level_f1_is_bootstrapped_as_the_set_statistic():
 
 
 @pytest.mark.parametrize("average, fn, stat", [("macro", "na_f1", "f1_macro"),
-                                               ("positive", "kohaku.tasks.builtin:na_f1_metric", "fixed")])
+                                               ("positive", "kohaku.tasks.named.builtin:na_f1_metric", "fixed")])
 def test_a_macro_f1_is_resampled_and_an_unknown_set_metric_is_kept_fixed(average, fn, stat):
     task = load_task("pages_example")
     na = task.score.metrics[2]

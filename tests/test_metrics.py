@@ -1,4 +1,4 @@
-"""The WattBot metric (kohaku/tasks/wattbot/metric.py): every rule of kohaku_spec.md §8, both variants."""
+"""The WattBot metric (kohaku/tasks/rooms/wattbot/metric.py): every rule of kohaku_spec.md §8, both variants."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kohaku.tasks.wattbot.metric import MetricError, parse_refs, ref_score, score_files, score_frames, value_ok
-from kohaku.tasks.wattbot.submission import PANDAS_NA_TOKENS
+from kohaku.tasks.rooms.wattbot.metric import MetricError, parse_refs, ref_score, score_files, score_frames, value_ok
+from kohaku.tasks.rooms.wattbot.submission import PANDAS_NA_TOKENS
 
 BOTH = ("wattbot", "wattbot-recall")
 UNABLE = "Unable to answer with confidence based on the provided documents."
@@ -352,7 +352,7 @@ def test_scorer_never_raises_on_arbitrary_values(rows: list[tuple[str, str, str,
     ],
 )
 def test_value_match_parsing_rules(truth: str, pred: str, ok: bool) -> None:
-    from kohaku.tasks.wattbot.metric import value_matches
+    from kohaku.tasks.rooms.wattbot.metric import value_matches
 
     assert value_matches(truth, pred) is ok
 
@@ -373,7 +373,7 @@ def test_parse_refs_readers(text: str, refs: set[str], malformed: bool) -> None:
 
 
 def test_evidence_flags() -> None:
-    from kohaku.tasks.wattbot.metric import _flag
+    from kohaku.tasks.rooms.wattbot.metric import _flag
 
     assert [_flag(x) for x in ["1", "1.0", "TRUE", " Yes ", "true", "yes"]] == [True] * 6
     assert [_flag(x) for x in ["0", "no", "", None, "2"]] == [False] * 5
@@ -491,7 +491,7 @@ def test_nothing_to_score_and_no_unit_column() -> None:
 def test_score_files_names_the_files(tmp_path: Path) -> None:
     from kohaku.core.config import ConfigError
     from kohaku.core.csvfile import CsvFileNotFound
-    from kohaku.tasks.scoring import ScoreConfig
+    from kohaku.tasks.score.scoring import ScoreConfig
 
     sol_file, sub_file = tmp_path / "sol.csv", tmp_path / "sub.csv"
     table([{"id": "q1", "answer_value": "1"}, {"id": "q2", "answer_value": "2"}]).write_csv(sol_file)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kohaku.tasks.wattbot.metric import MetricError, ref_score, score_files, value_ok
-from kohaku.tasks.wattbot.submission import PANDAS_NA_TOKENS, read_csv_str, scoring_issues
+from kohaku.tasks.rooms.wattbot.metric import MetricError, ref_score, score_files, value_ok
+from kohaku.tasks.rooms.wattbot.submission import PANDAS_NA_TOKENS, read_csv_str, scoring_issues
 
 BOTH = ("wattbot", "wattbot-recall")
 UNABLE = "Unable to answer with confidence based on the provided documents."

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kohaku.tasks.wattbot.metric import score_frames
+from kohaku.tasks.rooms.wattbot.metric import score_frames
 from kohaku.report.paired import ScoreMatrix, bootstrap, compare, holm, minimum_detectable, resample_counts
 
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kohaku.ingest.corpus import CorpusError, check_doc_id, read_metadata
-from kohaku.tasks.io import read_questions
-from kohaku.tasks.wattbot.metric import MetricError, parse_refs, score_files, score_frames, value_ok
+from kohaku.tasks.files.io import read_questions
+from kohaku.tasks.rooms.wattbot.metric import MetricError, parse_refs, score_files, score_frames, value_ok
 from kohaku.answer.voting import VoteConfig, vote
-from kohaku.tasks.wattbot.submission import (PANDAS_NA_TOKENS, SUBMISSION_COLUMNS, SubmissionError, format_ref_list,
+from kohaku.tasks.rooms.wattbot.submission import (PANDAS_NA_TOKENS, SUBMISSION_COLUMNS, SubmissionError, format_ref_list,
                                parse_ref_list, read_csv_str)
 from kohaku.core.values import canonical, is_blank_value, render, same
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kohaku.tools import reference
-from kohaku.tasks import catalog
+from kohaku.tasks.named import catalog
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = REPO / "docs" / "reference"

@@ -1,4 +1,4 @@
-"""The reports read any task's metric (kohaku/tasks/components.py): WattBot's numbers unchanged bit
+"""The reports read any task's metric (kohaku/tasks/score/components.py): WattBot's numbers unchanged bit
 for bit, masked components (a judge over the questions it covers, a weight-0 numeric match beside
 the score) in the bootstrap, compare.py and the sweep reports, and runs scored with different
 metrics refused."""
@@ -14,11 +14,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from kohaku.tasks.wattbot.metric import WEIGHTS
+from kohaku.tasks.rooms.wattbot.metric import WEIGHTS
 from kohaku.report import write_reports
 from kohaku.report.compare import CompareError, Config, read_run, score_matrix
-from kohaku.tasks.components import Component, Metric, metric_from_json
-from kohaku.tasks.wattbot.functions import wattbot_metric
+from kohaku.tasks.score.components import Component, Metric, metric_from_json
+from kohaku.tasks.rooms.wattbot.functions import wattbot_metric
 from kohaku.report.paired import (ComponentMatrix, ScoreMatrix, bootstrap, compare, resample_counts,
                                   resample_scores)
 
@@ -328,7 +328,7 @@ def test_leaderboard_and_comparison_of_a_judged_task(fb_sweep, tmp_path, capsys)
     assert {"score_mean", "judge_mean", "numeric_mean"} <= set(long.columns)
     md = paths["ablation_md"].read_text()
     assert "financebench: 1.00 judge" in md and "the task's classes" in md and "wrong_text" in md
-    assert "kohaku/tasks/wattbot/diagnosis.py" not in md
+    assert "kohaku/tasks/rooms/wattbot/diagnosis.py" not in md
     runs, _ = collect_runs(fb_sweep)
     assert components(runs) == [("score", "overall"), ("judge", "judge (1.00)"), ("numeric", "numeric (0.00)")]
     assert load_script("leaderboard").main([str(fb_sweep), "--out", str(tmp_path / "rep2"), "--resamples", "500"]) == 0
@@ -366,10 +366,10 @@ def test_a_sweep_mixing_metrics_gets_no_comparison(fb_sweep, caplog):
     assert {"judge", "numeric", "value", "ref", "na"} <= set(board.columns)  # listed, not compared
 
 
-# --- submissions scored with the task's own scorer (kohaku.tasks.scoring) ----------------------
+# --- submissions scored with the task's own scorer (kohaku.tasks.score.scoring) ----------------------
 
 def test_task_scorer_sources(tmp_path, capsys):
-    pytest.importorskip("kohaku.tasks.scoring")
+    pytest.importorskip("kohaku.tasks.score.scoring")
     from dataclasses import replace
 
     from kohaku.report.compare import score_with_task

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from kohaku.runner.pipeline import option_values
 from kohaku.runner.stage import StageContext
 from kohaku.stages.score import STAGE as SCORE
-from kohaku.tasks.wattbot.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
+from kohaku.tasks.rooms.wattbot.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "data" / "wattbot" / "solutions_public.csv"

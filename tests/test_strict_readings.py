@@ -28,8 +28,8 @@ from kohaku.core.errors import CorpusError, MetricError
 from kohaku.report.compare import flip_lines
 from kohaku.runner.pipeline import task_values
 from kohaku.tasks import build_task
-from kohaku.tasks.documents import escapes_non_ascii, write_json
-from kohaku.tasks.scoring import score_submission
+from kohaku.tasks.files.documents import escapes_non_ascii, write_json
+from kohaku.tasks.score.scoring import score_submission
 
 ANSWERS = SAMPLE / "cited_pages" / "answers.csv"
 QUESTIONS = SAMPLE / "cited_pages" / "questions.csv"
@@ -176,7 +176,7 @@ def test_an_empty_value_is_scored_only_by_the_metrics_that_say_so(tmp_path, unan
 
 
 SET_METRIC = '''
-from kohaku.tasks.kind_metrics import kind_value_metric
+from kohaku.tasks.score.kind_metrics import kind_value_metric
 
 def mean_value(rows, params, env):
     values = kind_value_metric(rows, {}, env)

@@ -1,4 +1,4 @@
-"""Submission format: ref lists, building, writing, validating, round trip (kohaku/tasks/wattbot/submission.py)."""
+"""Submission format: ref lists, building, writing, validating, round trip (kohaku/tasks/rooms/wattbot/submission.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from kohaku.tasks.wattbot.metric import score_files
-from kohaku.tasks.wattbot.submission import (
+from kohaku.tasks.rooms.wattbot.metric import score_files
+from kohaku.tasks.rooms.wattbot.submission import (
     SUBMISSION_COLUMNS,
     SubmissionError,
     answers_to_submission,

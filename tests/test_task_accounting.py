@@ -1,10 +1,10 @@
-"""kohaku.tasks.amounts: FinanceBench-style amounts and their comparison (hand-made cases)."""
+"""kohaku.tasks.score.amounts: FinanceBench-style amounts and their comparison (hand-made cases)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kohaku.tasks.amounts import (Amount, find_amounts, gold_amount, normalize_text, numeric_match,
+from kohaku.tasks.score.amounts import (Amount, find_amounts, gold_amount, normalize_text, numeric_match,
                                      parse_amount, same_amount)
 
 

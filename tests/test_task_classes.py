@@ -1,11 +1,11 @@
-"""kohaku.tasks.classes: error classes of a non-WattBot task on hand-made rows."""
+"""kohaku.tasks.analysis.classes: error classes of a non-WattBot task on hand-made rows."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from kohaku.tasks.classes import CLASSES, ERROR_CLASSES, KINDS, classify, classify_row, error_summary
+from kohaku.tasks.analysis.classes import CLASSES, ERROR_CLASSES, KINDS, classify, classify_row, error_summary
 
 # (qid, truth, pred, pred_blank, missing, correct, f1) -> (kind, class, detail)
 ROWS = [

@@ -1,4 +1,4 @@
-"""kohaku.tasks.judge with the fake backend and a scripted backend that checks its requests."""
+"""kohaku.tasks.score.judge with the fake backend and a scripted backend that checks its requests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from kohaku.core.config import ConfigError
 from kohaku.llm.base import ChatRequest, Completion, Counters
 from kohaku.llm.cache import open_generation_cache
 from kohaku.llm.fake import FakeBackend
-from kohaku.tasks.judge import (
+from kohaku.tasks.score.judge import (
     DEFAULT_USER,
     VERDICT_SCHEMA,
     JudgeConfig,

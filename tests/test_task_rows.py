@@ -16,8 +16,8 @@ import pytest
 
 from kohaku.core.config import ConfigError
 from kohaku.tasks import load_task
-from kohaku.tasks import refs
-from kohaku.tasks.scoring import round_score, score_submission
+from kohaku.tasks.score import refs
+from kohaku.tasks.score.scoring import round_score, score_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "sample" / "pages_example"
@@ -190,7 +190,7 @@ def test_editing_a_metric_changes_the_score_key_and_nothing_else(tmp_path, monke
 
 
 def test_code_hash_of_builtins_and_unresolved_names():
-    from kohaku.tasks.registry import code_hash
+    from kohaku.tasks.named.registry import code_hash
 
     assert code_hash("metric", "token_f1") == code_hash("metric", "exact_match")   # kohaku's scoring code
     assert len(code_hash("metric", "token_f1")) == 64

@@ -1,4 +1,4 @@
-"""kohaku.tasks.text_match against a faithful copy of the official SQuAD v1.1 evaluation functions."""
+"""kohaku.tasks.score.text_match against a faithful copy of the official SQuAD v1.1 evaluation functions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from kohaku.tasks.text_match import exact_match, normalize_answer, token_f1
+from kohaku.tasks.score.text_match import exact_match, normalize_answer, token_f1
 
 
 # --- the reference: evaluate-v1.1.py's functions, kept as the script has them (test only) ---

@@ -22,12 +22,13 @@ from kohaku.answer.answering import GENERATIONS_SCHEMA, InferConfig, answer_sche
 from kohaku.core.config import ConfigError
 from kohaku.ingest.corpus import CorpusError
 from kohaku.llm.fake import FakeBackend
-from kohaku.tasks.wattbot.metric import score_files
+from kohaku.tasks.rooms.wattbot.metric import score_files
 from kohaku.runner.pipeline import compose_config
-from kohaku.tasks import load_task, registry
-from kohaku.tasks.builtin import columns_writer
-from kohaku.tasks.io import read_questions, read_rows
-from kohaku.tasks.scoring import score_submission
+from kohaku.tasks import load_task
+from kohaku.tasks.named import registry
+from kohaku.tasks.named.builtin import columns_writer
+from kohaku.tasks.files.io import read_questions, read_rows
+from kohaku.tasks.score.scoring import score_submission
 from kohaku.tasks.spec import QuestionsSpec, SubmissionSpec, VoteSpec, build_task
 from kohaku.answer.voting import VoteConfig, vote, vote_generations
 from test_scripts_score import write as write_wattbot_csv

@@ -16,9 +16,10 @@ from kohaku.answer.answering import InferConfig, answer_schema
 from kohaku.runner.pipeline import compose_config, run_pipeline
 from kohaku.retrieval.gold import node_pages
 from kohaku.core.schema_check import problems
-from kohaku.tasks.wattbot.submission import SubmissionError
-from kohaku.tasks import documents, kinds, load_task
-from kohaku.tasks.builtin import columns_writer
+from kohaku.tasks.rooms.wattbot.submission import SubmissionError
+from kohaku.tasks.files import documents
+from kohaku.tasks import kinds, load_task
+from kohaku.tasks.named.builtin import columns_writer
 
 TASK = load_task("typed_answers")
 FILES = ["task=typed_answers", "corpus.questions=typed_answers/questions.csv",

@@ -1,4 +1,4 @@
-"""kohaku.tasks.typed_classes: error classes by answer kind, N/A both ways and cited pages.
+"""kohaku.tasks.analysis.typed_classes: error classes by answer kind, N/A both ways and cited pages.
 
 Two typed tasks, each scored on submissions built with one error per question on purpose:
 
@@ -22,8 +22,8 @@ import pytest
 
 from kohaku.core.config import ConfigError
 from kohaku.tasks import build_task, load_task, read_task_yaml
-from kohaku.tasks.scoring import score_submission
-from kohaku.tasks.typed_classes import (CLASSES, PAGE_CLASSES, classes_for, page_class, typed_classes)
+from kohaku.tasks.score.scoring import score_submission
+from kohaku.tasks.analysis.typed_classes import (CLASSES, PAGE_CLASSES, classes_for, page_class, typed_classes)
 from kohaku.tasks.whole import check_task
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from kohaku.stages.vote import STAGE
 from kohaku.runner.pipeline import option_values
 from kohaku.answer.ensemble import ensemble_submissions
 from kohaku.answer.voting import VoteConfig, generations_to_candidates, vote
-from kohaku.tasks.wattbot.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
+from kohaku.tasks.rooms.wattbot.submission import SUBMISSION_COLUMNS, read_csv_str, validate_submission
 
 
 def cands(values: list[str], refs: list[list[str]] | None = None, qid: str = "q1",
@@ -306,7 +306,7 @@ def test_ensemble_submissions_in_process() -> None:
     assert sub["answer_value"].to_list() == ["is_blank", "is_blank"]
     assert sub["supporting_materials"].to_list() == ["is_blank", "is_blank"]
     # a missing column names the input
-    from kohaku.tasks.wattbot.submission import SubmissionError
+    from kohaku.tasks.rooms.wattbot.submission import SubmissionError
 
     with pytest.raises(SubmissionError, match="second"):
         ensemble_submissions([s1, s2.drop("answer_value")], names=["first", "second"])
@@ -316,7 +316,7 @@ def test_vote_generations_fills_every_column_and_the_summary(caplog) -> None:
     """The whole answers table of vote_generations: union refs, ref_url only for known ids with
     a url, supporting materials from the sample or else the cited titles, blank and unanswered
     questions, answer_unit, and the summary."""
-    from kohaku.tasks.wattbot.submission import answers_to_submission
+    from kohaku.tasks.rooms.wattbot.submission import answers_to_submission
     from kohaku.answer.voting import vote_generations
 
     gens = pl.DataFrame({
@@ -515,7 +515,7 @@ def test_output_row_fields_come_from_the_representative() -> None:
 def test_ensemble_of_minimal_inputs_with_nulls_and_numbers() -> None:
     """Inputs with only id, answer_value and ref_id (numbers, nulls, empty ref lists) vote like
     strings; missing text columns become empty; errors name the input."""
-    from kohaku.tasks.wattbot.submission import SubmissionError
+    from kohaku.tasks.rooms.wattbot.submission import SubmissionError
     from kohaku.answer.ensemble import ensemble_submissions
 
     a = pl.DataFrame({"id": ["q1", "q2"], "answer_value": [5, None], "ref_id": ["[]", "[]"]})

@@ -2,7 +2,7 @@
 
 A task YAML names it by its import path (``examples.custom_metric.metric:closeness``), with its
 ``params`` beside it; kohaku's scorer calls it with every scored question's row. The signature
-of a metric (``kohaku/tasks/catalog.py``): ``fn(rows, params, env) -> list[float | None]``, one
+of a metric (``kohaku/tasks/named/catalog.py``): ``fn(rows, params, env) -> list[float | None]``, one
 value per row, None where the metric does not cover the question. Documented, with the commands
 that run it, in docs/examples/custom-metric.md; run by tests/test_custom_metric_example.py.
 """

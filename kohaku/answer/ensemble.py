@@ -1,8 +1,8 @@
 """Ensembles of submission files: the default task's CSV (:func:`ensemble_submissions`,
-``scripts/ensemble.py``; the table its writer's room names, kohaku.tasks.catalog's ``table``) and any
+``scripts/ensemble.py``; the table its writer's room names, kohaku.tasks.named.catalog's ``table``) and any
 task's (:func:`ensemble_task`, ``scripts/ensemble.py --task``), CSV or the task's JSON document.
 
-Each input is a submission in the task's format (kohaku.tasks.submissions: its flat columns, list
+Each input is a submission in the task's format (kohaku.tasks.files.submissions: its flat columns, list
 format and blank cell, or its JSON writer's document). Per question the inputs vote exactly as the
 pipeline's vote stage votes the samples (kohaku.answer.voting.task_vote, the same function): each
 question with the grouping of its answer kind (``task.answer.kinds``: numbers within
@@ -32,11 +32,11 @@ from kohaku.core.cells import check_ids, parse_ref_list, require_columns
 from kohaku.core.config import ConfigError
 from kohaku.core.values import BLANK, is_blank_value
 from kohaku.tasks import kinds as kinds_mod
-from kohaku.tasks import registry
-from kohaku.tasks.builtin import _list_cell, is_blank_answer
-from kohaku.tasks.scoring import submission_columns
+from kohaku.tasks.named import registry
+from kohaku.tasks.named.builtin import _list_cell, is_blank_answer
+from kohaku.tasks.score.scoring import submission_columns
 from kohaku.tasks.spec import DEFAULT, Task
-from kohaku.tasks.submissions import SubmissionFile
+from kohaku.tasks.files.submissions import SubmissionFile
 
 
 def _source_column(task: Task, *sources: str) -> str | None:
@@ -93,7 +93,7 @@ def ensemble_task(frames: list[pl.DataFrame | SubmissionFile], task: Task, cfg: 
                   names: list[str] | None = None, questions: pl.DataFrame | None = None,
                   ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(answers, submission) voted from ``frames`` (the task's submissions, in priority order: flat
-    tables or read files, kohaku.tasks.submissions.read_submission); the submission is the flat
+    tables or read files, kohaku.tasks.files.submissions.read_submission); the submission is the flat
     table of the first input's columns (:func:`ensemble_document` writes the JSON document).
     ``questions`` (qid and the kinds column) give each question's kind; without them the inputs'
     kind column does. Errors name the input and the column it lacks."""
@@ -176,7 +176,7 @@ def members_escape(members: list[SubmissionFile]) -> bool | None:
     """Whether the ensemble's JSON document escapes non-ASCII as its members do: True when every
     JSON member that shows it writes ``\\uXXXX`` escapes, False when one writes raw non-ASCII
     text, None when none tells (the task's ``submission.ensure_ascii`` then)."""
-    from kohaku.tasks.documents import escapes_non_ascii
+    from kohaku.tasks.files.documents import escapes_non_ascii
 
     told = [f for m in members if m.format == "json" and (f := escapes_non_ascii(m.path)) is not None]
     return all(told) if told else None
@@ -184,7 +184,7 @@ def members_escape(members: list[SubmissionFile]) -> bool | None:
 
 def _reference_objects(members: list[SubmissionFile], task: Task, refs_col: str | None) -> dict[str, Any]:
     """A flat ref item (``doc:page``) -> the reference object a JSON input wrote for it."""
-    from kohaku.tasks.submissions import _Reader
+    from kohaku.tasks.files.submissions import _Reader
 
     out: dict[str, Any] = {}
     key = next((k for k, s in task.submission.answer.items() if s == "references"), None)
@@ -242,7 +242,7 @@ def ensemble_submissions(
     writer: str = DEFAULT["writer"],
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Vote submission tables question by question (list order = priority order), submissions
-    in the CSV of ``writer`` (a fixed-format writer: kohaku.tasks.catalog's ``table``; the
+    in the CSV of ``writer`` (a fixed-format writer: kohaku.tasks.named.catalog's ``table``; the
     default task's).
 
     Returns (answers, submission). A row is a blank vote when its answer_value is blank. ref_url

@@ -221,7 +221,8 @@ def task_vote(spec: VoteSpec, answer_kinds: KindsSpec, questions: pl.DataFrame, 
               fallback: str | None) -> TaskVote:
     """The task's vote (:class:`TaskVote`); ``questions`` need ``qid`` and, with answer kinds, the
     kinds column (errors name the row of a kind the task lacks)."""
-    from kohaku.tasks import kinds, registry
+    from kohaku.tasks import kinds
+    from kohaku.tasks.named import registry
 
     grouping = registry.lookup("group", spec.group, "task.vote.group")(spec)
     return TaskVote(grouping, spec.keep_surface, kinds.groupings(questions, answer_kinds, spec.tolerance),

@@ -101,7 +101,7 @@ def default_responder(req: ChatRequest, seed: int) -> str:
         value = nums[0] if nums else "is_blank"
         return json.dumps({"explanation": f"from {refs[0]} (seed {seed})", "answer": value,
                            "answer_value": value, "ref_id": [refs[0]]})
-    if "correct" in props:    # an LLM judge's verdict (kohaku.tasks.judge): always "correct"
+    if "correct" in props:    # an LLM judge's verdict (kohaku.tasks.score.judge): always "correct"
         return json.dumps({"correct": True})
     if any(p.get("type") == "string" or "anyOf" in p for p in props.values()) and "Question:" in text:
         return _task_answer(req, text, props, seed)

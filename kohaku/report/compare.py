@@ -2,8 +2,8 @@
 
 A *configuration* is one or more scored runs of the same settings (several seeds); each run is a
 per-question score table (a run dir's ``scores.parquet``; a submission scored by
-the metric of a scorer variant, kohaku.tasks.catalog's ``frames``, or the task's scorer, :func:`score_with_task`)
-read through its metric (:mod:`kohaku.tasks.components`: the components, from the run's
+the metric of a scorer variant, kohaku.tasks.named.catalog's ``frames``, or the task's scorer, :func:`score_with_task`)
+read through its metric (:mod:`kohaku.tasks.score.components`: the components, from the run's
 ``scores.json``). :func:`score_matrix` aligns configurations on the solutions' questions and
 averages each question's components over a configuration's seeds (it refuses configurations
 scored with different metrics);
@@ -26,11 +26,11 @@ import polars as pl
 from kohaku.core.cells import read_csv_str
 from kohaku.core.errors import MetricError
 from kohaku.report.paired import Comparison, ComponentMatrix, ScoreMatrix
-from kohaku.tasks import registry
-from kohaku.tasks.catalog import DEFAULT_VARIANT
-from kohaku.tasks.components import (Metric, class_order, describe_metrics, known_metric, metric_of,
+from kohaku.tasks.named import registry
+from kohaku.tasks.named.catalog import DEFAULT_VARIANT
+from kohaku.tasks.score.components import (Metric, class_order, describe_metrics, known_metric, metric_of,
                                      read_scores_json, variant_metric, with_classes)
-from kohaku.tasks.typed_classes import PAGE_CLASSES
+from kohaku.tasks.analysis.typed_classes import PAGE_CLASSES
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +123,9 @@ def run_metric(source: str | Path) -> Metric | None:
 def score_with_task(task: Any, solutions: str | Path, source: str | Path, variant: str | None = None,
                     fmt: str | None = None) -> Scored:
     """One source's submission scored with a task's own scorer
-    (:func:`kohaku.tasks.scoring.score_submission`; its summary names the metric); ``fmt``: the
+    (:func:`kohaku.tasks.score.scoring.score_submission`; its summary names the metric); ``fmt``: the
     submission's format (csv | json; None: detected)."""
-    from kohaku.tasks.scoring import score_submission
+    from kohaku.tasks.score.scoring import score_submission
 
     sub = submission_of(source)
     result = score_submission(task, solutions, sub, variant=variant, subset=False, fmt=fmt)
@@ -329,7 +329,7 @@ PAGE_PREFIX = "pages:"
 def page_marks(row: dict[str, Any]) -> dict[str, Any] | None:
     """A typed question's cited pages and gold pools, each with whether it hits
     (``{"class", "detail", "cited": [[page, hit]], "pools": [[pool, hit]]}``); None for a row
-    without the page dimension (kohaku.tasks.typed_classes)."""
+    without the page dimension (kohaku.tasks.analysis.typed_classes)."""
     if row.get("pages_cited") is None or row.get("pages_pools") is None:
         return None
     return {"class": row.get("page_class"), "detail": row.get("page_detail") or "",

@@ -40,7 +40,7 @@ import polars as pl
 
 from kohaku.report.compare import (PRED, PRED_REF, TRUTH, TRUTH_REF, Config, class_names, flips, kind_counts, page_marks,
                                    score_matrix)
-from kohaku.tasks.components import Metric, class_order, metric_of, read_scores_json, with_classes
+from kohaku.tasks.score.components import Metric, class_order, metric_of, read_scores_json, with_classes
 from kohaku.report.paired import N_RESAMPLES, SEED, compare
 from kohaku.core.cells import parse_ref_list
 
@@ -483,7 +483,7 @@ def sweep_data(runs_dir: str | Path, runs: pl.DataFrame, board: pl.DataFrame, sw
     metric = None
     if "metric" in board.columns and board["metric"].drop_nulls().len():
         try:
-            from kohaku.tasks.components import metric_from_json
+            from kohaku.tasks.score.components import metric_from_json
 
             metric = metric_from_json(board["metric"].drop_nulls()[0])
             component_cols = [c.name if c.name in board.columns else f"component:{c.name}" for c in metric.components

@@ -8,7 +8,7 @@ scores of B resamples are matrix products (:func:`resample_scores`): 10,000 resa
 questions for 6 configurations take well under a second.
 
 The statistic is the metric itself, recomputed on each resample, on the task's own scale. A
-metric is a weighted sum of components (:mod:`kohaku.tasks.components`); a component is the mean
+metric is a weighted sum of components (:mod:`kohaku.tasks.score.components`); a component is the mean
 of its per-question values over the questions its ``over`` mask selects (every question without
 one), and its ``empty`` value when a resample draws none of them; a summed component
 (``combine: sum``, a task scored in points) is their total on the resample; a set-level
@@ -32,9 +32,9 @@ from typing import Sequence
 
 import numpy as np
 
-from kohaku.tasks import registry
-from kohaku.tasks.catalog import DEFAULT_VARIANT
-from kohaku.tasks.components import Component, Metric, variant_metric
+from kohaku.tasks.named import registry
+from kohaku.tasks.named.catalog import DEFAULT_VARIANT
+from kohaku.tasks.score.components import Component, Metric, variant_metric
 
 N_RESAMPLES = 10_000
 SEED = 0

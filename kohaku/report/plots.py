@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from kohaku.report.runs import component_columns, run_metrics
 from kohaku.report.significance import group_interval
 from kohaku.report.tables import _sorted_values
-from kohaku.tasks.components import variant_metric
+from kohaku.tasks.score.components import variant_metric
 
 
 def components(runs: pl.DataFrame) -> list[tuple[str, str]]:

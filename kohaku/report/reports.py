@@ -15,7 +15,7 @@ from kohaku.report.plots import sweep_plots
 from kohaku.report.runs import collect_runs, run_metrics
 from kohaku.report.significance import SweepComparison, sweep_comparison
 from kohaku.report.tables import ablation_long, ablation_pivot, leaderboard, swept_keys, to_markdown
-from kohaku.tasks.components import known_metric, variant_metric
+from kohaku.tasks.score.components import known_metric, variant_metric
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A scored run's row has its ``score``, one column per metric component (named as the component:
 ``value``, ``ref``, ``na`` for WattBot; ``judge``, ``numeric``, ... for other tasks), its
-``variant``, its ``metric`` (compact JSON, :mod:`kohaku.tasks.components`: from the run's
+``variant``, its ``metric`` (compact JSON, :mod:`kohaku.tasks.score.components`: from the run's
 ``scores.json``, WattBot's by the variant for runs scored before tasks) and ``scores_table``,
 the path of its per-question table.
 """
@@ -18,7 +18,7 @@ import polars as pl
 import yaml
 
 from kohaku.core.errors import MetricError
-from kohaku.tasks.components import Metric, metric_from_json, metric_of, read_scores_json, scores_json_of, variant_metric
+from kohaku.tasks.score.components import Metric, metric_from_json, metric_of, read_scores_json, scores_json_of, variant_metric
 
 log = logging.getLogger(__name__)
 

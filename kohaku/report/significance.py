@@ -13,7 +13,7 @@ broken, error-class counts) and a per-run table (each run against the baseline c
 leaderboard, or None (with a warning saying why) when the runs cannot be compared: among them
 runs scored with different metrics (another task, WattBot's other variant). The metric is each
 run's (its ``metric`` column, from its scores.json); the error classes are those its table holds
-(the task's; WattBot's kohaku.tasks.wattbot.diagnosis classes for a WattBot table without them), in the order
+(the task's; WattBot's kohaku.tasks.rooms.wattbot.diagnosis classes for a WattBot table without them), in the order
 its scores.json lists them.
 """
 
@@ -29,7 +29,7 @@ import polars as pl
 
 from kohaku.core.errors import MetricError
 from kohaku.report.compare import PAGE_PREFIX, Config, class_names, error_counts, page_counts, score_matrix
-from kohaku.tasks.components import (Metric, class_order, describe_metrics, read_scores_json, scores_json_of,
+from kohaku.tasks.score.components import (Metric, class_order, describe_metrics, read_scores_json, scores_json_of,
                                      variant_metric, with_classes)
 from kohaku.report.paired import N_RESAMPLES, SEED, ScoreMatrix, bootstrap, compare
 from kohaku.report.runs import parse_value, run_metrics

@@ -1,4 +1,4 @@
-"""questions stage: the questions file -> the ``questions`` table (kohaku.tasks.io.read_questions).
+"""questions stage: the questions file -> the ``questions`` table (kohaku.tasks.files.io.read_questions).
 
 The file (CSV or JSON lines, as ``task.questions`` says) is named by ``corpus.questions`` (relative paths resolve against ``corpus.root`` when
 the file is there, else against the working directory).
@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from kohaku.ingest.corpus import CorpusConfig, questions_file
 from kohaku.runner.stage import Stage, StageContext
-from kohaku.tasks.io import read_questions
+from kohaku.tasks.files.io import read_questions
 from kohaku.tasks.spec import QuestionsSpec
 
 

@@ -1,5 +1,5 @@
 """score stage: the vote stage's submission against ``corpus.solutions`` with the task's metric
-(kohaku.tasks.scoring: a competition's exact metric from its room, or a task's weighted components, an LLM judge
+(kohaku.tasks.score.scoring: a competition's exact metric from its room, or a task's weighted components, an LLM judge
 among them through the generation cache).
 
 Writes the per-question table ``scores`` (with each question's error class) and
@@ -20,7 +20,7 @@ from kohaku.ingest.corpus import CorpusConfig, solutions_file
 from kohaku.llm.base import load_backend
 from kohaku.llm.cache import open_generation_cache
 from kohaku.runner.stage import Stage, StageContext
-from kohaku.tasks.scoring import EMPTY_SCORES, ScoreConfig, score_code_key, score_submission
+from kohaku.tasks.score.scoring import EMPTY_SCORES, ScoreConfig, score_code_key, score_submission
 from kohaku.tasks.spec import build_task
 
 SUMMARY_EVENTS = {

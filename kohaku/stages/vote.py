@@ -1,6 +1,6 @@
 """vote stage: generations -> ``answers`` and ``submission.csv`` (kohaku.answer.voting, the task's
 grouping and submission writer; with answer kinds each question's grouping, typed value and
-cited pages from kohaku.tasks.kinds, references as objects from kohaku.tasks.documents)."""
+cited pages from kohaku.tasks.kinds, references as objects from kohaku.tasks.files.documents)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from omegaconf import DictConfig
 
 from kohaku.ingest.corpus import resolve_against_root
 from kohaku.runner.stage import Stage, StageContext, plain
-from kohaku.tasks import documents, kinds, registry
+from kohaku.tasks.files import documents
+from kohaku.tasks import kinds
+from kohaku.tasks.named import registry
 from kohaku.tasks.spec import KindsSpec, SubmissionSpec, VoteSpec
 from kohaku.answer.voting import VoteConfig, task_vote, vote_generations, with_ref_pages
 

@@ -1,6 +1,14 @@
-"""Pluggable competitions: what a task is (:mod:`kohaku.tasks.spec`), its named functions
-(:mod:`kohaku.tasks.registry`, :mod:`kohaku.tasks.builtin`), reading its files
-(:mod:`kohaku.tasks.io`) and scoring with its metric (:mod:`kohaku.tasks.scoring`).
+"""Pluggable competitions. What a task is stays at the top: :mod:`kohaku.tasks.spec` (the task
+spec built from a task YAML), :mod:`kohaku.tasks.kinds` (answer kinds), :mod:`kohaku.tasks.grouping`
+(how the vote groups values), :mod:`kohaku.tasks.whole` (the task checked whole). Beside them, one
+folder per job:
+
+- ``files/``: reading and writing a task's files (questions, solutions, submissions, JSON shapes);
+- ``score/``: scoring with the task's metric, the metrics' rules, a competition's own scorer
+  adopted unedited and checked against, calibration against people's labels;
+- ``analysis/``: why a run loses (error classes);
+- ``named/``: the catalog and registry of named functions, and the generic ones;
+- ``rooms/``: one subpackage per competition (wattbot, financebench, squad).
 
 :func:`load_task` reads a task YAML (``conf/task/<name>.yaml`` or any path) without Hydra, for
 scripts such as ``scripts/score.py --task``.
@@ -42,7 +50,7 @@ def read_task_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a task file holds a mapping of the task's parts")
     data.pop("defaults", None)
-    from kohaku.tasks.adopted import anchor_files   # an adopted script's path, from the task file
+    from kohaku.tasks.score.adopted import anchor_files   # an adopted script's path, from the task file
 
     return anchor_files(data, path.resolve().parent)
 

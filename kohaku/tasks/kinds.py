@@ -37,7 +37,7 @@ import polars as pl
 from kohaku.core.config import ConfigError
 from kohaku.core.cells import format_ref_list
 from kohaku.tasks.spec import KindSpec, KindsSpec
-from kohaku.tasks.text_match import normalize_answer, token_f1
+from kohaku.tasks.score.text_match import normalize_answer, token_f1
 from kohaku.core.values import format_number, parse_number, split_list
 from kohaku.tasks.grouping import Grouping
 

@@ -26,9 +26,9 @@ competition by name (lm-evaluation-harness's task YAML is the model). Its parts:
   many cited pages it keeps; a not-answerable token (``N/A``) can be an answer of every kind.
   A task without kinds behaves as before (:mod:`kohaku.tasks.kinds`).
 
-Named functions are resolved through :mod:`kohaku.tasks.registry`; a task YAML alone defines a
+Named functions are resolved through :mod:`kohaku.tasks.named.registry`; a task YAML alone defines a
 competition that needs no new code. The defaults below are the default task's names
-(:func:`kohaku.tasks.catalog.default_names`, read from its room). This module is library code:
+(:func:`kohaku.tasks.named.catalog.default_names`, read from its room). This module is library code:
 no Hydra.
 """
 
@@ -42,8 +42,8 @@ from kohaku.core.config import ConfigError, build
 from kohaku.llm.prompts import check_template
 from kohaku.retrieval.gold import GoldSpec
 from kohaku.core.values import MODEL_BLANK_TOKENS
-from kohaku.tasks.catalog import default_names
-from kohaku.tasks.shapes import JsonShape
+from kohaku.tasks.named.catalog import default_names
+from kohaku.tasks.files.shapes import JsonShape
 
 FORMATS = ("csv", "jsonl", "json")   # jsonl and json: JSON lines or one JSON array of objects
 FIELD_TYPES = ("text", "number", "list", "choice", "refs")
@@ -264,10 +264,10 @@ class SubmissionSpec:
     columns: dict[str, str] = field(default_factory=dict)
     list_format: str = "python"       # python ['a','b'] | json ["a","b"] | semicolon a;b
     blank: str = "is_blank"           # the cell of a field with no value
-    # reading a competition's own JSON submission (kohaku.tasks.shapes): {keyed: {location:
+    # reading a competition's own JSON submission (kohaku.tasks.files.shapes): {keyed: {location:
     # [columns]}, id: column} for objects keyed by question id; {}: the writer's CSV or document
     shape: dict[str, Any] = field(default_factory=dict)
-    # json writer (kohaku.tasks.documents): submission.json, a document of the answers; the flat
+    # json writer (kohaku.tasks.files.documents): submission.json, a document of the answers; the flat
     # submission.csv of `columns` is written beside it (what kohaku scores and compares)
     document: dict[str, Any] = field(default_factory=dict)   # constant top-level keys (team, ...)
     answers_key: str = "answers"      # the top-level key holding the list of answer objects
@@ -330,7 +330,7 @@ class SolutionsSpec:
     # the number of the first page in the solutions' page cells (pools, pages): 0 or 1; null:
     # the submission's (task.submission.page_base)
     page_base: int | None = None
-    # reading a competition's own JSON gold (kohaku.tasks.shapes): {records: "*.questions"} for
+    # reading a competition's own JSON gold (kohaku.tasks.files.shapes): {records: "*.questions"} for
     # records nested in the document, {keyed: {location: [columns]}} for objects keyed by id; {}:
     # a CSV, JSON lines or a JSON array of objects (format)
     shape: dict[str, Any] = field(default_factory=dict)
@@ -393,9 +393,9 @@ class ScoreSpec:
         out = []
         for i, m in enumerate(self.metrics):
             spec = build(MetricSpec, m, f"task.score.metrics[{i}]")
-            # every named function declares its params (kohaku.tasks.catalog): a misspelled one
+            # every named function declares its params (kohaku.tasks.named.catalog): a misspelled one
             # is refused here, when the task is built
-            from kohaku.tasks.registry import check_params
+            from kohaku.tasks.named.registry import check_params
 
             check_params("metric", spec.fn, spec.params, f"task.score.metrics[{i}].params")
             out.append(spec)
@@ -469,7 +469,7 @@ class Task:
     @property
     def error_classes(self) -> str:
         """The error classes' function: ``score.classes``, else ``typed`` for a task with answer
-        kinds (kohaku.tasks.typed_classes), else the default task's."""
+        kinds (kohaku.tasks.analysis.typed_classes), else the default task's."""
         if self.score.classes is not None:
             return self.score.classes
         return "typed" if self.answer.kinds.enabled else DEFAULT["classes"]

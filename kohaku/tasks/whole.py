@@ -5,7 +5,7 @@ Besides each part's own checks (kohaku.tasks.spec: every key's type and value, o
 every named function exists (vote grouping, writer, scorer, error classes, metrics); every source
 a writer names is one it can write (``kind`` and ``typed_value`` need answer kinds; a question
 column must be in the questions file); every metric's params are ones it takes (``kind_value``:
-kohaku.tasks.kind_metrics; ``page_pools``: its repeat policy); the submission writes the columns
+kohaku.tasks.score.kind_metrics; ``page_pools``: its repeat policy); the submission writes the columns
 the metrics read; the questions file holds the kind column and the solutions file the columns
 the metrics read; a solutions file that is also the retrieval gold (``task.gold.file``) counts
 its pages one way. Errors name the key. Files that are not given, or not there yet, are not read.
@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from kohaku.core.config import ConfigError
-from kohaku.tasks import registry
-from kohaku.tasks.builtin import COLUMN_SOURCES, REPEATS
-from kohaku.tasks.io import read_rows
-from kohaku.tasks.kind_metrics import kind_scores
-from kohaku.tasks.adopted import ADOPTED, check_params
+from kohaku.tasks.named import registry
+from kohaku.tasks.named.builtin import COLUMN_SOURCES, REPEATS
+from kohaku.tasks.files.io import read_rows
+from kohaku.tasks.score.kind_metrics import kind_scores
+from kohaku.tasks.score.adopted import ADOPTED, check_params
 from kohaku.tasks.spec import WRITERS_WITH_COLUMNS, Task, build_task
 
-#: the json writer's sources beyond the columns writer's (kohaku.tasks.documents)
+#: the json writer's sources beyond the columns writer's (kohaku.tasks.files.documents)
 DOCUMENT_SOURCES = ("typed_value", "references", "kind")
 #: the metric params that name a column: (metric, param, default, side)
 COLUMN_PARAMS = (("page_pools", "pred", "pages", "submission"), ("page_pools", "gold", "pools", "solutions"),

@@ -2,7 +2,7 @@
 (``scripts/make_amount_labels.py``; issue 58).
 
 For each question of ``data/financebench_open_source.jsonl`` whose gold is an amount, or text
-that begins with one (:func:`kohaku.tasks.amounts.gold_amount`), answers are written in the
+that begins with one (:func:`kohaku.tasks.score.amounts.gold_amount`), answers are written in the
 styles graders meet, each with the label its construction gives it: what a careful person
 grading against the gold accepts. No kohaku metric decides a label; the answer's ground truth
 is how it was made:
@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from kohaku.tasks.amounts import Amount, gold_amount, parse_amount, question_unit
+from kohaku.tasks.score.amounts import Amount, gold_amount, parse_amount, question_unit
 
 _ASKED = re.compile(r"round(?:ed)?\b[^.?]{0,40}?\bto (one|two|three|1|2|3) decimal")
 _ASKED_WORDS = {"one": 1, "two": 2, "three": 3, "1": 1, "2": 2, "3": 3}

@@ -1,6 +1,6 @@
 """The default task's names for the commands that benchmark or check it: its task, corpus
 config, experiment and competition-metric module (its room's ``DEFAULTS``,
-:func:`kohaku.tasks.catalog.default_names`), and its corpus folder."""
+:func:`kohaku.tasks.named.catalog.default_names`), and its corpus folder."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from kohaku.tasks.catalog import default_names
+from kohaku.tasks.named.catalog import default_names
 
 REPO = Path(__file__).resolve().parents[2]
 

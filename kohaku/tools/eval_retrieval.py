@@ -73,7 +73,7 @@ import polars as pl
 
 REPO = Path(__file__).resolve().parents[2]
 
-from kohaku.tasks.slips import answer_kind  # noqa: E402
+from kohaku.tasks.analysis.slips import answer_kind  # noqa: E402
 from kohaku.tools.defaults import corpus_root  # noqa: E402
 from kohaku.report.tables import print_and_save  # noqa: E402
 
@@ -336,10 +336,10 @@ def run_stages(path: Path) -> tuple[dict[str, Path], dict[str, Any]]:
 
 
 def read_question_file(path: Path, qid: str, question: str) -> pl.DataFrame:
-    """Questions of a CSV or JSONL file (by its extension; kohaku.tasks.io.read_questions) as
+    """Questions of a CSV or JSONL file (by its extension; kohaku.tasks.files.io.read_questions) as
     (qid, question, answer_unit, the other columns as str)."""
     from kohaku.ingest.corpus import CorpusError
-    from kohaku.tasks.io import file_format, read_questions
+    from kohaku.tasks.files.io import file_format, read_questions
     from kohaku.tasks.spec import QuestionsSpec
 
     spec = QuestionsSpec(format=file_format(path, None), id=qid, question=question, fields=[])

@@ -51,7 +51,7 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[2]
 
 from kohaku.core.errors import KohakuError  # noqa: E402
-from kohaku.tasks.catalog import DEFAULT_VARIANT  # noqa: E402
+from kohaku.tasks.named.catalog import DEFAULT_VARIANT  # noqa: E402
 from kohaku.tools.defaults import EXPERIMENT, TASK, corpus_root  # noqa: E402  (the default task's)
 
 DEFAULT_LLM = "vllm_qwen2_5_7b"

@@ -9,7 +9,7 @@ Nothing here is written twice: each page is read from the one place its facts li
   comment lines right above it; the root keys of ``conf/config.yaml`` (``stages``, ``cache.dir``
   ...) come from that file's comments the same way.
 - ``docs/reference/task.md``: every task key (:class:`kohaku.tasks.spec.Task`, the same rules).
-- ``docs/reference/functions.md``: every named function of the catalog (:mod:`kohaku.tasks.catalog`)
+- ``docs/reference/functions.md``: every named function of the catalog (:mod:`kohaku.tasks.named.catalog`)
   by kind (the kind's signature from the catalog's docstring), with the first paragraph of its
   docstring and the ``params.*`` it reads; the answer kinds' types.
 - ``docs/reference/formats.md``: how the files are read (the reading modules' docstrings).
@@ -267,8 +267,8 @@ def root_keys(path: Path = ROOT / "conf" / "config.yaml") -> list[Key]:
 
 
 def kind_signatures() -> dict[str, str]:
-    """kind -> its signature line, from kohaku.tasks.catalog's docstring bullets."""
-    from kohaku.tasks import catalog
+    """kind -> its signature line, from kohaku.tasks.named.catalog's docstring bullets."""
+    from kohaku.tasks.named import catalog
 
     out: dict[str, str] = {}
     current = None
@@ -304,13 +304,13 @@ class Entry:
 
 #: (kind, name) -> the dataclass of that function's ``params`` where it has one: its keys are
 #: listed under the function and need a line of meaning like every config key
-PARAM_CLASSES: dict[tuple[str, str], str] = {("metric", "llm_judge"): "kohaku.tasks.judge:JudgeConfig",
-                                             ("metric", "kind_value"): "kohaku.tasks.kind_metrics:KindValueParams",
-                                             ("metric", "adopted"): "kohaku.tasks.adopted:AdoptedParams"}
+PARAM_CLASSES: dict[tuple[str, str], str] = {("metric", "llm_judge"): "kohaku.tasks.score.judge:JudgeConfig",
+                                             ("metric", "kind_value"): "kohaku.tasks.score.kind_metrics:KindValueParams",
+                                             ("metric", "adopted"): "kohaku.tasks.score.adopted:AdoptedParams"}
 
 
 def catalog_entries() -> list[Entry]:
-    from kohaku.tasks.catalog import CATALOG, declared_params
+    from kohaku.tasks.named.catalog import CATALOG, declared_params
 
     out = []
     for kind, table in CATALOG.items():
@@ -337,8 +337,8 @@ def missing_lines() -> list[str]:
         found += [f"{kind} {name} parameter {k.path} ({k.where})"
                   for k in dataclass_keys(_import(target), "params") if not k.meaning]
     signatures = kind_signatures()
-    from kohaku.tasks.catalog import CATALOG
-    found += [f"catalog kind {kind!r}: no bullet in kohaku/tasks/catalog.py's docstring"
+    from kohaku.tasks.named.catalog import CATALOG
+    found += [f"catalog kind {kind!r}: no bullet in kohaku/tasks/named/catalog.py's docstring"
               for kind in CATALOG if kind not in signatures]
     return found
 
@@ -640,7 +640,7 @@ def functions_page() -> str:
            "A task YAML names code by a short name of the catalog (`vote.group: amounts`, "
            "`score.metrics[].fn: token_f1`, `submission.writer: columns`, `score.scorer: components`) "
            "or by an import path `package.module:function` for code of your own "
-           "(`kohaku/tasks/catalog.py`). A metric's `params` are given beside it in the task YAML; "
+           "(`kohaku/tasks/named/catalog.py`). A metric's `params` are given beside it in the task YAML; "
            "each function declares the params it accepts (listed under it; none when none are "
            "listed), and a task that gives one it does not declare is refused when it is built, "
            "naming the valid ones (a function of your own may declare its own as a `PARAMS` "
@@ -832,9 +832,9 @@ def errors_page() -> str:
 FORMAT_MODULES = (
     ("Bytes: encodings, binary data, size and nesting limits (every reader)", "kohaku.core.readfile"),
     ("CSV files: metadata, questions, solutions, submissions", "kohaku.core.csvfile"),
-    ("Questions and solutions files (CSV, JSON lines or a JSON array)", "kohaku.tasks.io"),
-    ("Submissions: the task's CSV or its JSON document", "kohaku.tasks.submissions"),
-    ("Cited pages and page pools", "kohaku.tasks.refs"),
+    ("Questions and solutions files (CSV, JSON lines or a JSON array)", "kohaku.tasks.files.io"),
+    ("Submissions: the task's CSV or its JSON document", "kohaku.tasks.files.submissions"),
+    ("Cited pages and page pools", "kohaku.tasks.score.refs"),
     ("Answer kinds", "kohaku.tasks.kinds"),
 )
 

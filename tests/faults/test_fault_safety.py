@@ -59,10 +59,10 @@ def test_model_output_is_parsed_as_json_never_evaluated(tmp_path):
 
 
 def test_value_and_ref_readers_never_execute_code(tmp_path):
-    from kohaku.tasks.wattbot.metric import parse_refs, value_ok
+    from kohaku.tasks.rooms.wattbot.metric import parse_refs, value_ok
     from kohaku.answer.answering import parse_answer
     from kohaku.llm.json_text import first_json_object
-    from kohaku.tasks.wattbot.submission import parse_ref_list
+    from kohaku.tasks.rooms.wattbot.submission import parse_ref_list
     from kohaku.core.values import canonical, render
 
     mark = tmp_path / "mark"
