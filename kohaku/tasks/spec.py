@@ -361,6 +361,10 @@ class Task:
     answer: AnswerSpec = field(default_factory=AnswerSpec)  # the answer's JSON fields, prompts and abstention
     vote: VoteSpec = field(default_factory=VoteSpec)  # how samples are grouped and combined
     references: str = "doc"           # doc | doc_page (the pages of the cited documents' blocks)
+    # the retrieval lexicon the task asks for (kohaku/retrieval/lexicon.py): planner.lexicon
+    # and retrieve.evidence.lexicon follow it (finance: an accounting lexicon's query and
+    # evidence feature); none: no lexicon (one query per question under planner=none)
+    lexicon: str = "none"
     # the submission's writer, columns and cells
     submission: SubmissionSpec = field(default_factory=SubmissionSpec)
     # where the gold answers are in the solutions file
@@ -372,6 +376,10 @@ class Task:
         self.answer.validate()
         self.submission.validate()
         self.check_page_bases()
+        from kohaku.retrieval.lexicon import LEXICONS
+
+        if self.lexicon not in LEXICONS:
+            raise ConfigError(f"task.lexicon={self.lexicon!r}; use one of {', '.join(LEXICONS)}")
         if self.references not in REFERENCES:
             raise ConfigError(f"task.references={self.references!r}; use one of {', '.join(REFERENCES)}")
         if self.submission.reference and self.references != "doc_page":

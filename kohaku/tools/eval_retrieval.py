@@ -404,8 +404,11 @@ def retrieve_again(args: argparse.Namespace,
     for name, groups in retrieve_variants(args.override or []).items():
         pkey = json.dumps(groups.get("planner", {}), sort_keys=True)
         if pkey not in plans:  # variants that set no planner key share the run's plan
+            # the run's lexicon (its task's: task.lexicon) unless the variant sets one
+            lexicon = (config.get("planner") or {}).get("lexicon", "none")
             pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
-                                         else args.n_queries, **groups.get("planner", {})}, "planner")
+                                         else args.n_queries, "lexicon": lexicon,
+                                         **groups.get("planner", {})}, "planner")
             queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
             plans[pkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
                                                  Path(args.cache_dir), progress=False))
