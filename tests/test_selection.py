@@ -121,3 +121,37 @@ def test_scorer_matches_the_matrix_and_errors_name_the_problem():
         SelectionConfig(rule="best")
     with pytest.raises(ValueError, match="not among"):
         select(s, names=["a", "b", "c"], simplicity=["z"], config=FAST)
+
+
+def test_ensemble_select_ranks_inputs_and_ensembles(tmp_path, capsys):
+    """scripts/ensemble.py --select: each input alone, the ensemble and the leave-one-out
+    ensembles, scored against the solutions, with the selection report."""
+    import importlib.util
+    from pathlib import Path
+
+    import polars as pl
+
+    repo = Path(__file__).resolve().parents[1]
+    ids = [f"q{i}" for i in range(12)]
+    truth = [str(i + 1) for i in range(12)]
+    pl.DataFrame({"id": ids, "question": [f"Question {i}?" for i in range(12)], "answer_value": truth,
+                  "ref_id": ["['a']"] * 12}).write_csv(tmp_path / "sol.csv")
+
+    def sub(name: str, wrong: set[int]) -> Path:
+        path = tmp_path / f"{name}.csv"
+        pl.DataFrame({"id": ids, "answer_value": ["x" if i in wrong else truth[i] for i in range(12)],
+                      "ref_id": ["['a']"] * 12, "explanation": ["e"] * 12}).write_csv(path)
+        return path
+
+    inputs = [sub("a", {0, 1, 2, 3}), sub("b", {4, 5, 6, 7}), sub("c", {0, 5, 8, 9})]
+    spec = importlib.util.spec_from_file_location("ensemble_script", repo / "scripts" / "ensemble.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    assert mod.main([*map(str, inputs), "--out", str(tmp_path / "out.csv"), "--select", str(tmp_path / "sol.csv")]) == 0
+    printed = capsys.readouterr().out
+    # the vote of the three is right wherever two agree: wrong only on q0 and q5 (10 of 12)
+    assert "in-sample best: ensemble 0.8750" in printed   # 0.75 * 10/12 + 0.15 + 0.10
+    assert "  a: 0.7500" in printed and ", pick" in printed.split("  a: ")[1].split("\n")[0]  # 12 questions: noise
+    for name in ("a", "b", "c", "ensemble", "ensemble-without-a", "ensemble-without-b", "ensemble-without-c"):
+        assert f"  {name}: " in printed
+    assert "optimism" in printed and "P(best)" in printed and ", pick" in printed
