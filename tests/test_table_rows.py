@@ -186,5 +186,7 @@ def test_the_lexicon_follows_the_task():
         for planner in ("none", "rules"):
             cfg = compose_config([f"task={task}", f"planner={planner}"])
             assert (cfg.task.lexicon, cfg.planner.lexicon, cfg.retrieve.evidence.lexicon) == (want, want, want)
+    for task, pages in (("wattbot", 0), ("financebench", 7)):
+        assert compose_config([f"task={task}"]).retrieve.spread_pages == pages
     cfg = compose_config(["task=financebench", "planner.lexicon=none"])
     assert (cfg.planner.lexicon, cfg.retrieve.evidence.lexicon) == ("none", "finance")
