@@ -29,6 +29,12 @@ answer kinds the typed classes, kohaku/tasks/analysis/typed_classes.py, with the
 pages:all_pools ... beside them) and the flipped questions with the question, its kind, the truth
 and both answers, each with its refs or cited pages and its classes.
 
+With three sources or more, a selection section follows (kohaku/report/selection.py): the
+in-sample best, the out-of-sample estimate of picking the best (chosen on half the questions,
+scored on the rest, repeated) with its 95 % interval, the optimism (best minus estimate), each
+source's probability of being best (paired bootstrap) and the pick: the simplest source (the
+order given, A first) whose paired interval of the difference to the best contains 0.
+
 The interval and p-value cover which questions were asked (resampling questions), not the
 model's sampling noise: that is the seed spread, shown separately.
 
@@ -172,6 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     for (label, rows), pair in zip(all_flips.items(), result.pairs):
         lines += ["", f"flipped questions, {label}: {pair.fixed} fixed, {pair.broken} broken"]
         lines += flip_lines(rows, args.flips)
+    selection = None
+    if len(configs) > 2:  # ranking three or more: how much of the best's lead survives
+        from kohaku.report.selection import SelectionConfig, select_matrix
+
+        selection = select_matrix(m, None, SelectionConfig(seed=args.seed))
+        lines += ["", "selection (simplest first: the order given):"]
+        lines += [f"  {line}" for line in selection.lines()]
+        lines += [f"  {r['config']}: {r['score']:.4f}, vs best {r['delta_to_best']:+.4f} "
+                  f"[{r['delta_lo']:+.4f}, {r['delta_hi']:+.4f}], P(best) {r['p_best']:.3f}"
+                  f"{', pick' if r['picked'] else ''}" for r in selection.rows()]
     lines += ["", f"({seconds:.2f} s)"]
     print("\n".join(lines))
     if args.json:
@@ -184,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                            "n_seeds": it.n_seeds, "components": it.components} for it in result.intervals],
             "errors": dict(zip(names, counts)),
             "flips": all_flips,
+            "selection": None if selection is None else {**selection.summary(), "configs": selection.rows()},
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2))

@@ -28,6 +28,14 @@ Every input is read before any vote: when some cannot be read (any bytes: a wron
 binary data, JSON nested too deep, NaN; kohaku/core/readfile.py), each is named on its own
 ``error:`` line, nothing is written and the exit code is 2; never a traceback, unless
 ``--debug`` (or ``KOHAKU_DEBUG=1``) asks for it.
+
+``--select SOLUTIONS`` ranks the choices: each input alone, the ensemble of all, and (three
+inputs or more) each ensemble leaving one input out, scored against SOLUTIONS (WattBot's metric,
+or --task's scorer), with the selection report of kohaku/report/selection.py: the in-sample best,
+the out-of-sample estimate of picking the best (chosen on half the questions, scored on the
+rest, repeated) with its 95 % interval, the optimism, P(best) per choice, and the pick: the
+simplest choice (the first input alone, then the other inputs, then the ensembles) whose paired
+interval of the difference to the best contains 0. --out is still the ensemble of all inputs.
 """
 
 from __future__ import annotations
@@ -72,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="output format with --task (default: json for an --out ending in .json, else csv)")
     parser.add_argument("--debug", action="store_true",
                         help="re-raise the first error with its traceback (also: KOHAKU_DEBUG=1)")
+    parser.add_argument("--select", type=Path, metavar="SOLUTIONS",
+                        help="rank each input alone, the ensemble and the leave-one-out ensembles "
+                             "against this solutions file, with the selection report")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     args.debug = debug_wanted(args.debug)
@@ -114,7 +125,79 @@ def main(argv: list[str] | None = None) -> int:
         for line in getattr(exc, "lines", None) or [one_line(exc)]:
             print(f"error: {line}", file=sys.stderr)
         return 2
-    return _summary(answers, args)
+    code = _summary(answers, args)
+    if args.select is not None and code == 0:
+        return _select(args)
+    return code
+
+
+def _select(args: argparse.Namespace) -> int:
+    """Each input alone, the ensemble of all and the leave-one-out ensembles scored against
+    --select, with the selection report (see the module doc)."""
+    import contextlib
+    import io
+    import tempfile
+
+    from kohaku.report.compare import Config, score_matrix, score_source, score_with_task
+    from kohaku.report.selection import SelectionConfig, select_matrix
+
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else [1.0] * len(args.inputs)
+    suffix = ".json" if (args.format or ("json" if args.out.suffix.lower() == ".json" else "csv")) == "json" else ".csv"
+    names = [p.stem if p.is_file() else p.name for p in args.inputs]
+    if len(set(names)) != len(names):
+        names = [f"{i}:{n}" for i, n in enumerate(names)]
+    choices: list[tuple[str, Path | None, list[int]]] = [(n, p, [i]) for i, (n, p) in enumerate(zip(names, args.inputs))]
+    choices.append(("ensemble", None, list(range(len(args.inputs)))))
+    if len(args.inputs) >= 3:
+        choices += [(f"ensemble-without-{n}", None, [j for j in range(len(args.inputs)) if j != i])
+                    for i, n in enumerate(names)]
+    passed = [f"--ref-mode={args.ref_mode}", f"--tiebreak={args.tiebreak}", f"--seed={args.seed}",
+              f"--task={args.task}"]
+    passed += ["--no-ignore-blank"] * args.no_ignore_blank + ["--raw"] * args.raw
+    for flag, value in (("--metadata", args.metadata), ("--questions", args.questions),
+                        ("--submission-format", args.submission_format), ("--format", args.format)):
+        if value is not None:
+            passed.append(f"{flag}={value}")
+    task = None
+    if args.task != "wattbot":
+        from kohaku.tasks import load_task
+
+        task = load_task(args.task)
+    try:
+        with tempfile.TemporaryDirectory(prefix="ensemble-select-") as tmp:
+            configs = []
+            for name, path, members in choices:
+                if path is None:
+                    path = Path(tmp) / f"{len(configs)}{suffix}"
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        code = main([*map(str, (args.inputs[j] for j in members)), f"--out={path}", *passed,
+                                     "--weights=" + ",".join(str(weights[j]) for j in members)])
+                    if code != 0:
+                        return code
+                if task is None:
+                    from kohaku.tasks.rooms.wattbot.functions import wattbot_metric
+                    from kohaku.tasks.rooms.wattbot.submission import read_csv_str
+
+                    table = score_source(read_csv_str(args.select), path, "wattbot", str(args.select))
+                    configs.append(Config(name, [table], [str(path)], wattbot_metric("wattbot")))
+                else:
+                    scored = score_with_task(task, args.select, path, None, args.submission_format
+                                             if path in args.inputs else None)
+                    configs.append(Config(name, [scored.table], [str(path)], scored.metric))
+            m = score_matrix(configs, configs[0].metric)
+    except (KohakuError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    selection = select_matrix(m, None, SelectionConfig(seed=args.seed))
+    print(f"\nselection over {len(configs)} choices ({m.n} questions; simplest first: the inputs "
+          "alone in the order given, then the ensembles):")
+    for line in selection.lines():
+        print(f"  {line}")
+    for r in selection.rows():
+        print(f"  {r['config']}: {r['score']:.4f}, vs best {r['delta_to_best']:+.4f} "
+              f"[{r['delta_lo']:+.4f}, {r['delta_hi']:+.4f}], P(best) {r['p_best']:.3f}"
+              f"{', pick' if r['picked'] else ''}")
+    return 0
 
 
 def _ensemble_task(task, cfg: VoteConfig, args: argparse.Namespace):

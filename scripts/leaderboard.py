@@ -10,7 +10,12 @@ swept keys; every point against the baseline point with a paired bootstrap 95 % 
 questions, p, Holm p and its error classes), comparison.csv and PNG plots (interval bars) into
 --out (default: OUTPUTS_DIR). Prints the best runs with their difference to the baseline and the
 task's score components (WattBot: value, ref, na; each run's scores.json names its metric; runs
-scored with different metrics are listed but not compared). Every figure is on the task's own
+scored with different metrics are listed but not compared), then the selection report
+(selection.csv/.md, also in ablation.md; kohaku/report/selection.py): the best point's score on
+the questions it was picked on, the out-of-sample estimate of picking the best (chosen on half the
+questions, scored on the rest, repeated) with its 95 % interval, the optimism, each point's
+probability of being best, and the pick: the simplest point (the baseline, then the fewest keys
+changed) whose paired interval of the difference to the best contains 0. Every figure is on the task's own
 scale: a task whose score is a sum over questions in points, a set-level component (an F1 over the
 set) bootstrapped as the set statistic (kohaku/report/paired.py).
 
@@ -85,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     with pl.Config(tbl_rows=args.top, tbl_cols=len(show), tbl_width_chars=220, fmt_str_lengths=40,
                    float_precision=4):
         print(board.select(show).head(args.top))
+    if reports.selection is not None:  # the best point on questions it was not picked on
+        print("\nSelection (kohaku/report/selection.py):")
+        for line in reports.selection.lines():
+            print(f"  {line}")
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=220, fmt_str_lengths=60, float_precision=4):
+            print(pl.DataFrame(reports.selection.rows()))
     for name, path in reports.paths.items():
         print(f"{name}: {path}")
     return 0

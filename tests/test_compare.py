@@ -87,6 +87,14 @@ def test_all_pairs_holm_and_seed_groups(files, tmp_path):
     assert c["n_seeds"] == 2 and c["score"] == pytest.approx(0.9625)
     assert c["seed_sd"] == pytest.approx(0.075 / 2 ** 0.5)
     assert data["errors"]["C"]["correct"] == 9.5
+    # three sources: the selection section; C is the in-sample best (0.9625 against 0.625, 0.7)
+    sel = data["selection"]
+    assert sel["in_sample_best"] == "C" and sel["in_sample_score"] == pytest.approx(0.9625)
+    assert sel["optimism"] == pytest.approx(sel["in_sample_score"] - sel["estimate"])
+    assert sel["estimate_lo"] <= sel["estimate"] <= sel["estimate_hi"]
+    assert [r["config"] for r in sel["configs"]] == ["A", "B", "C"]
+    assert sum(r["p_best"] for r in sel["configs"]) == pytest.approx(1.0)
+    assert sel["configs"][2]["p_best"] > 0.5 and sel["pick"] in ("A", "B", "C")
 
 
 def test_subset_keeps_the_questions_every_source_answered(files, tmp_path):

@@ -44,7 +44,7 @@ def test_retrieve_sweeps_variants_over_one_index(indexed, tmp_path, capsys):
             "--cache-dir", str(tmp_path / "enc"), "--out", str(out),
             "-o", "one.retrieve.max_hits=1", "-o", "one.retrieve.evidence.pool=0",
             "-o", "nofocus.planner.focus=false"]
-    assert eval_retrieval.main(argv) == 0
+    assert eval_retrieval.main([*argv, "--select-on", "doc_hit", "page_hit"]) == 0
     table = pl.read_csv(out / "gold_recall.csv")
     assert table["variant"].to_list() == ["run", "one", "nofocus"]
     by = {r["variant"]: r for r in table.iter_rows(named=True)}
@@ -56,6 +56,41 @@ def test_retrieve_sweeps_variants_over_one_index(indexed, tmp_path, capsys):
     assert by["nofocus"]["doc_recall"] == by["run"]["doc_recall"]
     for name in ("gold_shared_400", "gold_one_shared_400", "gold_nofocus_shared_400"):
         assert (out / f"{name}.parquet").is_file()
-    assert "variant" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "variant" in printed
+    # the selection report over the three variants (page_hit is null here: no page column)
+    sel = pl.read_csv(out / "selection.csv")
+    assert sel["metric"].to_list() == ["doc_hit"] and sel["configs"].to_list() == [3]
+    assert sel["pick"][0] in ("run", "one", "nofocus")
+    assert (out / "selection.md").read_text().startswith("# Selection")
+    assert "out-of-sample estimate" in printed
     with pytest.raises(SystemExit, match="variant 'odd'"):
         eval_retrieval.main([*argv[:argv.index("-o")], "-o", "odd.retrieve.no_such_key=1"])
+
+
+def test_selection_report_over_variants(tmp_path, capsys):
+    """Per-question hits of three variants: the report names the winner, the estimate, the
+    optimism and the pick (the run's own config first: the others are within its noise)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    base = rng.random(60) < 0.7
+    frames = {}
+    for name, flips in (("run", []), ("a", [0, 1, 2]), ("b", [3])):
+        hit = base.copy()
+        hit[flips] = ~hit[flips]
+        frames[name] = pl.DataFrame({"qid": [f"q{i}" for i in range(60)], "page_hit": hit.tolist(),
+                                     "text_hit": [None] * 60}, schema_overrides={"text_hit": pl.Boolean})
+    table = eval_retrieval.selection_report({("single", 2000): frames}, ["page_hit", "text_hit"],
+                                            tmp_path, "run")
+    assert table is not None and table.height == 1          # text_hit: every value null, skipped
+    row = table.row(0, named=True)
+    scores = {n: float(f["page_hit"].mean()) for n, f in frames.items()}
+    assert row["in_sample_best"] == max(scores, key=scores.get)
+    assert row["in_sample_score"] == pytest.approx(max(scores.values()))
+    assert row["optimism"] == pytest.approx(row["in_sample_score"] - row["estimate"])
+    assert row["pick"] == "run"
+    per = pl.read_csv(tmp_path / "selection_single_2000_page_hit.csv")
+    assert per["config"].to_list() == ["run", "a", "b"]
+    assert per["p_best"].sum() == pytest.approx(1.0)
+    assert "Selection: single store, 2000 tokens, page_hit" in capsys.readouterr().out

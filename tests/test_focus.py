@@ -70,7 +70,7 @@ def test_the_planner_queries_the_focus_and_the_lexicon_reads_the_whole_question(
     q = pl.DataFrame({"qid": ["q1"], "question": [
         "What is the FY2018 capital expenditure of Acme? Give a response by relying on the "
         "details shown in the cash flow statement."], "answer_unit": ["is_blank"]})
-    queries, _ = plan_queries(q, PlannerConfig())
+    queries, _ = plan_queries(q, PlannerConfig(lexicon="finance"))
     assert queries["query"][0] == "What is the FY2018 capital expenditure of Acme?"
     lexicon = queries.filter(pl.col("source") == "lexicon")["query"].to_list()
     assert lexicon and "statements of cash flows" in lexicon[0].lower()

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from kohaku.report import collect_runs, write_reports
+from kohaku.report.reports import make_reports
 from kohaku.report.runs import parse_overrides
 from kohaku.report.tables import ablation_long, ablation_pivot, swept_keys
 
@@ -203,6 +204,33 @@ def test_sweep_reports_compare_every_point_with_the_first(scored_sweep: Path, tm
     assert "## Against the baseline" in md and "Baseline: retrieve.top_k=4, infer.prompt_order=context_first" in md
     assert "## Error classes per point" in md and "needless_abstention" in md
     assert "| 8 | context_first | 2 |" in md
+    # the selection section: top_k=8 context_first is 12 questions ahead: the in-sample best, the
+    # pick, P(best) near 1; the estimate of picking the best is below its in-sample score
+    sel = pl.read_csv(paths["selection"])
+    assert sel["config"].to_list()[0] == "retrieve.top_k=4,infer.prompt_order=context_first"
+    row = sel.filter(pl.col("config") == "retrieve.top_k=8,infer.prompt_order=context_first").row(0, named=True)
+    assert row["picked"] and row["delta_to_best"] == 0 and row["p_best"] > 0.95
+    assert row["score"] == pytest.approx(best["score"])
+    assert not sel.filter(pl.col("config") == "retrieve.top_k=4,infer.prompt_order=context_first")["within_noise"][0]
+    assert "## Selection" in md and "out-of-sample estimate of picking the best" in md
+    assert paths["selection_md"].read_text().startswith("## Selection")
+
+
+def test_sweep_selection_picks_the_baseline_among_equals(tmp_path: Path) -> None:
+    """Points within a question or two of each other: the best of them is optimistic (its
+    estimate on held-out questions is lower) and the pick is the baseline, the simplest."""
+    root = tmp_path / "eq"
+    for num, (top_k, n_right) in enumerate(((4, 20), (8, 21), (16, 21), (32, 22))):
+        run_dir = write_run(root, num, [f"retrieve.top_k={top_k}"], 0.0)
+        score = scores_parquet(run_dir, n_right)
+        record = json.loads((run_dir / "run.json").read_text())
+        record["stages"]["score"]["summary"]["score"] = score
+        (run_dir / "run.json").write_text(json.dumps(record))
+    reports = make_reports(root, tmp_path / "rep")
+    sel = reports.selection
+    assert sel is not None and sel.best_name == "retrieve.top_k=32"
+    assert sel.pick_name == "retrieve.top_k=4" and sel.within_noise.all()
+    assert sel.optimism > 0 and sel.estimate < sel.scores[sel.best]
 
 
 def test_sweep_report_baseline_setting(scored_sweep: Path, tmp_path: Path) -> None:
@@ -227,6 +255,8 @@ def test_leaderboard_script_prints_the_comparison_columns(scored_sweep: Path, ca
     printed = capsys.readouterr().out
     assert "baseline: retrieve.top_k=4, infer.prompt_order=context_first" in printed
     assert "delta_lo" in printed and "p_holm" in printed
+    assert "in-sample best: retrieve.top_k=8,infer.prompt_order=context_first" in printed
+    assert "optimism" in printed and "p_best" in printed
     assert mod.main([str(scored_sweep), "--baseline", "bogus"]) == 2
 
 

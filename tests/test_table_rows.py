@@ -107,8 +107,9 @@ def test_the_statement_row_outranks_the_narrative_that_names_the_same_words():
     nodes = _filing()
     question = ("What is the FY2018 capital expenditure amount (in USD millions) for Acme? Answer from the "
                 "cash flow statement.")
-    ranked = _rank(nodes, question, EvidenceConfig())
+    ranked = _rank(nodes, question, EvidenceConfig(lexicon="finance"))
     assert ranked[0] == "acme#s2.p3.t1", ranked
+    assert EvidenceConfig().lexicon == "none"   # off unless the task asks for it
     # without the lexicon the narrative sentence, which says "capital expenditures", comes first
     assert _rank(nodes, question, EvidenceConfig(lexicon="none"))[0] == "acme#s1.p1.t1"
 
@@ -117,7 +118,7 @@ def test_a_question_naming_no_statement_is_ranked_as_before():
     nodes = _filing()
     question = "How many plants did Acme invest in?"
     assert expansions(question) == []
-    assert _rank(nodes, question, EvidenceConfig()) == _rank(nodes, question, EvidenceConfig(lexicon="none"))
+    assert _rank(nodes, question, EvidenceConfig(lexicon="finance")) == _rank(nodes, question, EvidenceConfig())
 
 
 def test_the_lexicon_query_follows_the_question():
@@ -125,12 +126,12 @@ def test_the_lexicon_query_follows_the_question():
 
     questions = pl.DataFrame({"qid": ["a", "b"], "question": ["What was the capex in 2018?", "Who founded Acme?"],
                               "answer_unit": ["", ""]})
-    table, _ = plan_queries(questions, PlannerConfig())
+    table, _ = plan_queries(questions, PlannerConfig(lexicon="finance"))
     assert table.select("qid", "query_idx", "source").rows() == [("a", 0, "question"), ("a", 1, "lexicon"),
                                                                  ("b", 0, "question")]
     assert table["query"][1] == ("What was the capex in 2018? "
                                  "statements of cash flows purchases of property plant and equipment capital expenditures")
-    none, _ = plan_queries(questions, PlannerConfig(lexicon="none"))
+    none, _ = plan_queries(questions, PlannerConfig())   # the default: no lexicon, one query each
     assert none["source"].to_list() == ["question", "question"]
 
 
@@ -170,6 +171,22 @@ def test_the_lexicon_counts_in_the_documents_the_ranking_leads_with():
     lexicon = dict(zip((view.node_id[r] for r in ranking), f["lexicon"]))
     assert lexicon[f"{docs[0]}#s2.p3.t1"] > 0 and lexicon[f"{last}#s2.p3.t1"] > 0   # the feature itself
     order = scorer.rescore("What were capital expenditures in the cash flow statement?", None, ranking,
-                           EvidenceConfig(lexicon_weight=10.0, rank_weight=0.0))
+                           EvidenceConfig(lexicon="finance", lexicon_weight=10.0, rank_weight=0.0))
     got = [view.node_id[r] for r in order]
     assert got.index(f"{last}#s2.p3.t1") > got.index(f"{docs[0]}#s2.p3.t1")
+
+
+def test_the_lexicon_follows_the_task():
+    """planner.lexicon and retrieve.evidence.lexicon are the task's (task.lexicon): FinanceBench
+    asks for the finance lexicon, WattBot (the default task) for none, so planner=none plans one
+    query per question there; a planner override still wins."""
+    from kohaku.runner.pipeline import compose_config
+
+    for task, want in (("wattbot", "none"), ("financebench", "finance")):
+        for planner in ("none", "rules"):
+            cfg = compose_config([f"task={task}", f"planner={planner}"])
+            assert (cfg.task.lexicon, cfg.planner.lexicon, cfg.retrieve.evidence.lexicon) == (want, want, want)
+    for task, pages in (("wattbot", 0), ("financebench", 7)):
+        assert compose_config([f"task={task}"]).retrieve.spread_pages == pages
+    cfg = compose_config(["task=financebench", "planner.lexicon=none"])
+    assert (cfg.planner.lexicon, cfg.retrieve.evidence.lexicon) == ("none", "finance")

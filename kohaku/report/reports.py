@@ -13,6 +13,7 @@ import polars as pl
 from kohaku.report.paired import N_RESAMPLES
 from kohaku.report.plots import sweep_plots
 from kohaku.report.runs import collect_runs, run_metrics
+from kohaku.report.selection import Selection, SelectionConfig, select_matrix
 from kohaku.report.significance import SweepComparison, sweep_comparison
 from kohaku.report.tables import ablation_long, ablation_pivot, leaderboard, swept_keys, to_markdown
 from kohaku.tasks.score.components import known_metric, variant_metric
@@ -78,6 +79,7 @@ class Reports:
     board: pl.DataFrame
     keys: list[str]
     comparison: SweepComparison | None
+    selection: Selection | None = None
 
 
 def write_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig | None = None) -> dict[str, Path]:
@@ -116,6 +118,13 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
     board = leaderboard(runs, keys)
     if cmp is not None:
         board = board.join(cmp.runs, on="run_path", how="left")
+    selection = sweep_selection(cmp, config.bootstrap_seed)
+    if selection is not None:
+        pl.DataFrame(selection.rows()).write_csv(out_dir / "selection.csv")
+        (out_dir / "selection.md").write_text(selection.markdown())
+        paths.update(selection=out_dir / "selection.csv", selection_md=out_dir / "selection.md")
+        for line in selection.lines():
+            log.info("selection: %s", line)
     board.write_csv(out_dir / "leaderboard.csv")
     paths["leaderboard"] = out_dir / "leaderboard.csv"
     (out_dir / "leaderboard.md").write_text(
@@ -140,6 +149,8 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
             cmp.cells.write_csv(out_dir / "comparison.csv")
             paths["comparison"] = out_dir / "comparison.csv"
             body += "\n" + _comparison_md(cmp, [k for k in swept if k in cmp.cells.columns])
+        if selection is not None:
+            body += "\n" + selection.markdown()
         body += "\n## All components\n\n" + to_markdown(long)
         (out_dir / "ablation.md").write_text(head + body)
         paths.update(
@@ -152,4 +163,17 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
     html = try_write(str(out_dir), write_sweep_report, out_dir, runs_dir, runs, board, swept, cmp, dict(paths))
     if html is not None:
         paths["report_html"] = html
-    return Reports(paths, board, keys, cmp)
+    return Reports(paths, board, keys, cmp, selection)
+
+
+def sweep_selection(cmp: SweepComparison | None, seed: int = 0) -> Selection | None:
+    """Selection-aware figures over the sweep's cells (kohaku.report.selection, the task's
+    metric): the in-sample best cell, the out-of-sample estimate of picking it, the optimism,
+    P(best) per cell and the pick, the simplest cell (the baseline, then fewest keys changed from
+    it) within the noise of the best; None without two comparable cells."""
+    if cmp is None or cmp.matrix is None or len(cmp.matrix.names) < 2 or cmp.matrix.n < 2:
+        return None
+    keys = [k for k in cmp.baseline if k in cmp.cells.columns]
+    changes = [sum(str(r[k]) != str(cmp.baseline[k]) for k in keys) for r in cmp.cells.iter_rows(named=True)]
+    order = sorted(range(len(changes)), key=lambda i: (changes[i], i))
+    return select_matrix(cmp.matrix, order, SelectionConfig(seed=seed))

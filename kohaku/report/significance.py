@@ -52,6 +52,7 @@ class SweepComparison:
     metric: Metric | None = None
     # the error-class columns of ``cells`` (then a typed task's page classes, pages:<class>)
     classes: list[str] = field(default_factory=list)
+    matrix: ScoreMatrix | None = None  # the cells' per-question components, in ``cells`` order
 
 
 def _point_number(run_id: str, run_path: str) -> tuple[int, str]:
@@ -208,7 +209,7 @@ def sweep_comparison(
     run_table = pl.DataFrame(run_rows, schema={"run_path": pl.String, **{c: pl.Float64 for c in RUN_COLUMNS[:-1]},
                                                 "sig": pl.String})
     return SweepComparison(dict(zip(keys, base)), cell_table, run_table, m.n, n_resamples, metric.variant,
-                           metric, class_list)
+                           metric, class_list, m)
 
 
 def group_interval(runs: pl.DataFrame, *, n_resamples: int = N_RESAMPLES, seed: int = SEED,

@@ -19,8 +19,9 @@ report's answer is often a hit ranked sixth to twentieth; one pass of 400-token 
 2,000 tokens with the first five (FinanceBench's filings: page recall 0.787 -> 0.827 with the
 right filing; WattBot's papers: evidence recall 0.871 -> 0.881; docs/measured/history.md).
 
-How wide the first pass is depends on whether the hits agree. When the first ``spread_top``
-(10) ranked nodes lie on ``spread_pages`` (7) or more distinct pages (sections, for a document
+How wide the first pass may depend on whether the hits agree (``spread_pages``: 0, off, unless
+the task asks for it, ``task.spread_pages``; FinanceBench: 7). When the first ``spread_top``
+(10) ranked nodes lie on ``spread_pages`` or more distinct pages (sections, for a document
 without pages), the ranking has not settled where the answer is, and the first pass places each
 ranked sentence alone up to ``scattered_share`` (0.9) of the budget, so the context holds the
 hits ranked 10-30 where a long filing's answer often is; hits that agree on a few pages keep
@@ -83,8 +84,9 @@ class RenderConfig:
     # a scattered ranking: when the first spread_top ranked nodes lie on at least spread_pages
     # distinct places (pages; the section where a node has no page), the hits disagree on where
     # the answer is and the breadth pass places the ranked sentences alone, up to
-    # scattered_share of the budget; hits that agree keep their windows and spans (0: off)
-    spread_pages: int = 7
+    # scattered_share of the budget; hits that agree keep their windows and spans (0: off, the
+    # default; a task asks for it with task.spread_pages: FinanceBench 7, docs/measured/selection.md)
+    spread_pages: int = 0
     scattered_share: float = 0.9  # the budget share of a scattered ranking's first pass
     # section title line on: paragraphs (blocks holding a whole paragraph) | all | none
     heading: str = "paragraphs"

@@ -80,7 +80,7 @@ class EvidenceConfig:
     # the document's own names of what the question asks for (kohaku/retrieval/lexicon.py:
     # "cash flow statement" -> "statements of cash flows", "capex" -> "purchases of property,
     # plant and equipment"): idf share of their words in the node or its context, per entry
-    lexicon: str = "finance"  # finance | none
+    lexicon: str = "none"  # finance | none; off unless the task asks for it (${task.lexicon})
     lexicon_weight: float = 2.0     # weight of the lexicon names' share
     # a pooled paragraph or section is replaced by its leaves (ranked at its place), so the
     # context gets its best sentences with their neighbours rather than the whole node

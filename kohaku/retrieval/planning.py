@@ -70,8 +70,9 @@ class PlannerConfig:
     # one more query for a question that names what a document calls otherwise: the document's
     # names (kohaku/retrieval/lexicon.py: "cash flow statement" -> "statements of cash flows",
     # "capex" -> "purchases of property, plant and equipment"), source "lexicon", on top of
-    # n_queries; a question naming none of the lexicon's words gets none. finance | none
-    lexicon: str = "finance"
+    # n_queries; a question naming none of the lexicon's words gets none. finance | none; off
+    # unless the task asks for it (conf/planner/*.yaml: ${task.lexicon})
+    lexicon: str = "none"
     # the question's focus as its queries: its answer-format instructions ("If there is no
     # mention, return False", "Answer in USD millions") left out of query 0 and of the
     # planner's input (kohaku/retrieval/focus.py); the lexicon query still reads them

@@ -426,6 +426,14 @@ class Task:
     answer: AnswerSpec = field(default_factory=AnswerSpec)  # the answer's JSON fields, prompts and abstention
     vote: VoteSpec = field(default_factory=VoteSpec)  # how samples are grouped and combined
     references: str = "doc"           # doc | doc_page (the pages of the cited documents' blocks)
+    # the retrieval lexicon the task asks for (kohaku/retrieval/lexicon.py): planner.lexicon
+    # and retrieve.evidence.lexicon follow it (finance: an accounting lexicon's query and
+    # evidence feature); none: no lexicon (one query per question under planner=none)
+    lexicon: str = "none"
+    # retrieve.spread_pages follows it: the scattered-ranking rule (a ranking whose first
+    # retrieve.spread_top nodes lie on this many pages places its hits' sentences alone first;
+    # long filings); 0: off (docs/measured/selection.md: it costs papers' questions)
+    spread_pages: int = 0
     # the submission's writer, columns and cells
     submission: SubmissionSpec = field(default_factory=SubmissionSpec)
     # where the gold answers are in the solutions file
@@ -437,6 +445,12 @@ class Task:
         self.answer.validate()
         self.submission.validate()
         self.check_page_bases()
+        from kohaku.retrieval.lexicon import LEXICONS
+
+        if self.lexicon not in LEXICONS:
+            raise ConfigError(f"task.lexicon={self.lexicon!r}; use one of {', '.join(LEXICONS)}")
+        if not isinstance(self.spread_pages, int) or self.spread_pages < 0:
+            raise ConfigError(f"task.spread_pages={self.spread_pages!r}; give a number of pages >= 0 (0: off)")
         if self.references not in REFERENCES:
             raise ConfigError(f"task.references={self.references!r}; use one of {', '.join(REFERENCES)}")
         if self.submission.reference and self.references != "doc_page":

@@ -43,6 +43,16 @@ a variant retrieved beside the run's own config (variant ``run``) over the same 
 ``-o wide.retrieve.breadth_share=0.9 -o wide.retrieve.window=0 -o nodedup.retrieve.dedup_text=false``:
 a sweep of retrieval keys that re-embeds nothing.
 
+With two variants or more (``-o`` variants beside ``run``; ``--compare``'s ``--variants``), a
+selection report follows (``selection.md``, ``selection.csv``, ``selection_<store>_<budget>_<column>.csv``;
+kohaku/report/selection.py) per store, budget and per-question column (``--select-on``; default
+``page_hit text_hit`` with ``--retrieve``, ``evidence doc_hit`` with ``--compare``): the in-sample
+winner, the out-of-sample estimate of picking it (chosen on half the questions, scored on the
+other half, 500 random splits) with its 95 % interval, the optimism (winner minus estimate),
+each variant's probability of being best (paired bootstrap) and the pick: the simplest variant
+(``run``, or the first of ``--variants``, then the rest in order) whose paired interval of the
+difference to the winner contains 0.
+
 Compare set-ups on the WattBot public questions (planner none; ``--planner rules``; the train
 questions with ``--questions train_QA.csv --solutions train_QA.csv``):
 
@@ -353,9 +363,12 @@ def read_question_file(path: Path, qid: str, question: str) -> pl.DataFrame:
     return df.select("qid", "question", "answer_unit", *rest)
 
 
-def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
+def retrieve_again(args: argparse.Namespace,
+                   per_question: dict[tuple[str, int], dict[str, pl.DataFrame]] | None = None
+                   ) -> pl.DataFrame:
     """Retrieval over a run's index for --questions-file, per store and budget, scored against
-    the gold evidence."""
+    the gold evidence; ``per_question`` (when given) gets each variant's per-question table
+    under (store, budget)."""
     from dataclasses import replace
 
     from kohaku.core.config import build
@@ -391,8 +404,11 @@ def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
     for name, groups in retrieve_variants(args.override or []).items():
         pkey = json.dumps(groups.get("planner", {}), sort_keys=True)
         if pkey not in plans:  # variants that set no planner key share the run's plan
+            # the run's lexicon (its task's: task.lexicon) unless the variant sets one
+            lexicon = (config.get("planner") or {}).get("lexicon", "none")
             pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
-                                         else args.n_queries, **groups.get("planner", {})}, "planner")
+                                         else args.n_queries, "lexicon": lexicon,
+                                         **groups.get("planner", {})}, "planner")
             queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
             plans[pkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
                                                  Path(args.cache_dir), progress=False))
@@ -417,6 +433,8 @@ def retrieve_again(args: argparse.Namespace) -> pl.DataFrame:
                 seconds = time.perf_counter() - t0
                 per_q = gold_recall(tables["contexts"], nodes, gold, qids=questions["qid"].to_list())
                 per_q.write_parquet(out_dir / f"gold_{prefix}{store}_{budget}.parquet")
+                if per_question is not None:
+                    per_question.setdefault((store, budget), {})[name] = per_q
                 c0 = tables["contexts"]
                 rows.append({"variant": name, "store": store, "budget": budget,
                              **recall_summary(per_q),
@@ -553,7 +571,10 @@ def apply_override(variants: dict, text: str) -> None:
     put_override(variants[name], group, keys, value)
 
 
-def compare(args: argparse.Namespace) -> pl.DataFrame:
+def compare(args: argparse.Namespace,
+            per_question: dict[tuple[str, int], dict[str, pl.DataFrame]] | None = None) -> pl.DataFrame:
+    """Each variant of --variants (and -o) retrieved at each budget over the corpus of --data;
+    ``per_question`` (when given) gets each variant's per-question table under ("all", budget)."""
     from kohaku.core.config import build
     from kohaku.ingest.corpus import read_metadata
     from kohaku.retrieval.embedding import EmbedConfig, embed_nodes, encode_texts, load_encoder
@@ -641,6 +662,8 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
                 per_q = evaluate(out["contexts"], solutions, nodes, ranking=out["ranking"])
                 per_q.with_columns(pl.lit(label).alias("variant"), pl.lit(budget).alias("budget")
                                    ).write_parquet(Path(args.out) / f"per_question_{fname}_{budget}.parquet")
+                if per_question is not None:
+                    per_question.setdefault(("all", budget), {})[label] = per_q
                 rows.append({"variant": label, "budget": budget, **summarise(per_q),
                              "retrieve_s": round(seconds, 2)})
                 log.info("%s @%d: %s", label, budget, rows[-1])
@@ -648,6 +671,58 @@ def compare(args: argparse.Namespace) -> pl.DataFrame:
                     print(f"\n{label} @ {budget} tokens, by answer kind:")
                     print_and_save(by_kind(per_q), Path(args.out) / f"kinds_{fname}_{budget}.csv")
     return pl.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------ selection
+
+def selection_report(per_question: Mapping[tuple[str, int], Mapping[str, pl.DataFrame]],
+                     columns: Sequence[str], out: Path, first: str, seed: int = 0) -> pl.DataFrame | None:
+    """The variants' selection-aware figures (kohaku.report.selection) per store, budget and
+    per-question column (1/0 hits; questions where a column is null are left out): the in-sample
+    winner, the out-of-sample estimate of picking it with its 95 % interval, the optimism,
+    P(best) per variant and the pick (the simplest within the noise of the best: ``first`` (the
+    run's own config, or hier), then the variants in the order given). Prints each table, writes
+    ``selection_<store>_<budget>_<column>.csv``, ``selection.csv`` (one row each) and
+    ``selection.md``; None with fewer than two variants."""
+    from kohaku.report.selection import SelectionConfig, select
+
+    rows, sections = [], ["# Selection\n", "Variants ranked on the questions they are scored on "
+                          "look better than they will be on new questions; each section gives the "
+                          "estimate of picking the best on questions it was not picked on "
+                          "(kohaku/report/selection.py).\n"]
+    for (store, budget), frames in per_question.items():
+        names = list(frames)
+        if len(names) < 2:
+            continue
+        for column in columns:
+            if any(column not in f.columns for f in frames.values()):
+                continue
+            joined: pl.DataFrame | None = None
+            for name, frame in frames.items():
+                part = frame.select(pl.col("qid").cast(pl.String),
+                                    pl.col(column).cast(pl.Float64).alias(name))
+                joined = part if joined is None else joined.join(part, on="qid", how="inner")
+            assert joined is not None
+            joined = joined.drop_nulls()
+            if joined.height < 2:
+                continue
+            sel = select(joined.select(names).to_numpy(), names, [first] if first in names else None,
+                         config=SelectionConfig(seed=seed))
+            label = f"{store} store, {budget} tokens, {column}"
+            print(f"\nSelection: {label}")
+            for line in sel.lines():
+                print(f"  {line}")
+            print_and_save(pl.DataFrame(sel.rows()), out / f"selection_{store}_{budget}_{column}.csv")
+            rows.append({"store": store, "budget": budget, "metric": column, **sel.summary()})
+            sections.append(sel.markdown().replace("## Selection", f"## {label}", 1))
+    if not rows:
+        return None
+    table = pl.DataFrame(rows)
+    print("\nSelection summary (estimate: picking the in-sample best, scored on questions it was "
+          "not picked on; 95 % interval):")
+    print_and_save(table, out / "selection.csv")
+    (out / "selection.md").write_text("\n".join(sections))
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -708,6 +783,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="shared: every document (retrieve.doc_prior off); prior: every document, "
                         "retrieve.doc_prior on; single: retrieve.restrict_column=--restrict-column")
     r.add_argument("--restrict-column", help="questions column naming each question's documents")
+    p.add_argument("--select-on", nargs="+", metavar="COLUMN",
+                   help="per-question columns the variants' selection report ranks them on "
+                        "(default: evidence doc_hit with --compare, page_hit text_hit with "
+                        "--retrieve); the first variant (--compare) or run (--retrieve) is "
+                        "the simplest")
+    p.add_argument("--select-seed", type=int, default=0, help="seed of the selection report's splits "
+                   "and bootstrap")
     r.add_argument("--by", help="also print the figures for each value of this questions column "
                                 "(e.g. question_type)")
     args = p.parse_args(argv)
@@ -720,10 +802,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         args.out = args.out or str(REPO / "outputs" / "eval_retrieval")
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        table = compare(args)
+        per_question: dict[tuple[str, int], dict[str, pl.DataFrame]] = {}
+        table = compare(args, per_question)
         table.write_csv(Path(args.out) / "compare_full.csv")
         print(f"\nplanner {args.planner}, {args.questions} (all columns: {Path(args.out) / 'compare_full.csv'})")
         print_and_save(table.select(COMPARE_COLUMNS), Path(args.out) / "compare.csv")
+        selection_report(per_question, args.select_on or ["evidence", "doc_hit"], Path(args.out),
+                         args.variants[0], args.select_seed)
         return 0
 
     if args.retrieve:
@@ -731,13 +816,16 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--retrieve needs a run dir and --questions-file")
         args.out = args.out or args.path
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        table = retrieve_again(args)
+        per_question = {}
+        table = retrieve_again(args, per_question)
         print(f"\nplanner {args.planner}, {args.questions_file} (per question: "
               f"{Path(args.out)}/gold_[<variant>_]<store>_<budget>.parquet)")
         columns = GOLD_COLUMNS if "group" not in table.columns else ["store", "budget", "group", *GOLD_COLUMNS[2:]]
         if table["variant"].n_unique() > 1:  # -o variants beside the run's own config
             columns = ["variant", *columns]
         print_and_save(table.select(columns), Path(args.out) / "gold_recall.csv")
+        selection_report(per_question, args.select_on or ["page_hit", "text_hit"], Path(args.out),
+                         "run", args.select_seed)
         return 0
 
     spec = gold_spec(args)
