@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import polars as pl
 
@@ -81,3 +81,15 @@ def format_ref_list(ids: Sequence[str] | None) -> str:
     if not ids:
         return BLANK
     return "[" + ",".join("'" + i.replace("'", "") + "'" for i in ids) + "]"
+
+
+def json_cell(value: Any) -> str:
+    """A JSON value as a string cell: null empty, booleans lower-case, lists and objects as
+    compact JSON, the rest as written (the questions, solutions and shaped readers' cells)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)

@@ -12,13 +12,13 @@ compact JSON, null as ``""``. Errors name the file and the line.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from kohaku.core import csvfile, readfile
+from kohaku.core.cells import json_cell
 from kohaku.core.errors import CorpusError, CorpusFileNotFound
 from kohaku.tasks.spec import FORMATS, QuestionsSpec
 
@@ -29,16 +29,6 @@ def file_format(path: Path, declared: str | None) -> str:
     if declared:
         return "jsonl" if declared == "json" else declared
     return "jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "csv"
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return str(value)
 
 
 def _kind(value: Any) -> str:
@@ -129,7 +119,7 @@ def read_jsonl(path: Path, what: str, key: str | None = None, value: str | None 
             raise CorpusError(f"{path}: {where} of {what} is a JSON {type(obj).__name__}, "
                               "not an object; expected an array of objects, JSON lines of objects, "
                               "or an object keyed by id")
-        row = {str(k): _cell(v) for k, v in obj.items()}
+        row = {str(k): json_cell(v) for k, v in obj.items()}
         columns.update(dict.fromkeys(row))
         rows.append(row)
     if not rows:

@@ -30,6 +30,7 @@ from typing import Any
 
 import polars as pl
 
+from kohaku.core.cells import json_cell
 from kohaku.core.config import ConfigError
 from kohaku.core.errors import CorpusError, CorpusFileNotFound
 
@@ -57,16 +58,6 @@ class JsonShape:
             if not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns):
                 name = where or "(the document)"
                 raise ConfigError(f"keyed.{name}: give the list of column names its values fill")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return str(value)
 
 
 def _walk(node: Any, parts: list[str], path: Path, seen: str) -> list[Any]:
@@ -125,7 +116,7 @@ def read_shaped(path: str | Path, shape: JsonShape, what: str) -> pl.DataFrame:
                 elif isinstance(value, dict):
                     rec.update({c: value.get(c) for c in columns})
                 else:
-                    raise CorpusError(f"{path}: {where + '.' if where else ''}{qid} is {_cell(value)[:80]!r}; "
+                    raise CorpusError(f"{path}: {where + '.' if where else ''}{qid} is {json_cell(value)[:80]!r}; "
                                       f"the shape reads {len(columns)} items ({', '.join(columns)})")
         every = [c for columns in shape.keyed.values() for c in columns]
         records = [{**dict.fromkeys(every), **rec} for rec in by_id.values()]   # absent: null
@@ -135,7 +126,7 @@ def read_shaped(path: str | Path, shape: JsonShape, what: str) -> pl.DataFrame:
     for rec in records:
         columns.update(dict.fromkeys(str(k) for k in rec))
     cols = [c for c in columns if c != ORIGINAL]
-    rows = [[_cell(rec.get(c)) for c in cols] + [json.dumps(rec, ensure_ascii=False)] for rec in records]
+    rows = [[json_cell(rec.get(c)) for c in cols] + [json.dumps(rec, ensure_ascii=False)] for rec in records]
     return pl.DataFrame(rows, schema={**{c: pl.String for c in cols}, ORIGINAL: pl.String}, orient="row")
 
 
