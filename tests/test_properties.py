@@ -102,7 +102,8 @@ cell_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charac
                     max_size=25)
 # A value that reads as NaN to the reference scorers ('', 'N/A', 'nan', ...) matches nothing, itself
 # included, so the self-score property is for the other values.
-value_text = (answer_like | cell_text).filter(lambda v: v not in PANDAS_NA_TOKENS and "nan" not in v.lower())
+value_text = (answer_like | cell_text).filter(
+    lambda v: v not in PANDAS_NA_TOKENS and "nan" not in v.lower() and "\x00" not in v)
 row = st.tuples(value_text, st.one_of(cell_text, st.lists(doc_ids, max_size=3).map(
     format_ref_list)), cell_text, cell_text.filter(lambda s: s.strip() != ""))
 
