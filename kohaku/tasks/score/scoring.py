@@ -268,27 +268,12 @@ def score_components(task: Task, solutions: Path, submission: Path, variant: str
         if len(values) != len(rows):
             raise ConfigError(f"task.score.metrics[{i}] ({m.fn}) returned {len(values)} values for "
                               f"{len(rows)} questions")
-        # one rule for every metric: an unanswered question it covers scores score.unanswered
-        values = [v if v is None or not r["unanswered"] else task.score.unanswered
-                  for v, r in zip(values, m_rows)]
-        covered = [v is not None for v in values]
-        columns[m.name] = [None if v is None else float(v) for v in values]
-        columns[f"{m.name}_covered"] = covered
-        n_cov = sum(covered)
-        coverage[m.name] = n_cov
-        total = sum(v for v in values if v is not None)
-        if task.score.combine == "sum":
-            value = float(total)
-        else:
-            value = total / n_cov if n_cov else None
+        value, coverage[m.name] = _per_question(task, m_rows, m.name, values, m.weight, columns, metric)
         components[m.name] = value
         score += m.weight * (value or 0.0)
-        metric.append({"name": m.name, "column": m.name, "weight": m.weight,
-                       "over": f"{m.name}_covered", "empty": None,
-                       **({"combine": "sum"} if task.score.combine == "sum" else {})})
         for key, part in parts.items():         # reported beside it, weight 0
-            components[f"{m.name}_{key}"], coverage[f"{m.name}_{key}"] = _part(
-                task, m_rows, f"{m.name}_{key}", list(part), columns, metric)
+            components[f"{m.name}_{key}"], coverage[f"{m.name}_{key}"] = _per_question(
+                task, m_rows, f"{m.name}_{key}", list(part), 0.0, columns, metric)
     if task.score.round is not None:
         digits, how = task.score.round, task.score.rounding
         components = {k: None if v is None else round_score(v, digits, how) for k, v in components.items()}
@@ -348,10 +333,12 @@ def pick_answers(rows: list[dict[str, Any]], id_col: str, policy: str,
     return preds, dups
 
 
-def _part(task: Task, rows: list[dict[str, Any]], name: str, values: list[Any],
-          columns: dict[str, list[Any]], metric: list[dict[str, Any]]) -> tuple[float | None, int]:
-    """A per-question part of a metric (kohaku.tasks.score.adopted.MetricParts) as a component of
-    weight 0, under the rule of every per-question metric (its value and covered count)."""
+def _per_question(task: Task, rows: list[dict[str, Any]], name: str, values: list[Any], weight: float,
+                  columns: dict[str, list[Any]], metric: list[dict[str, Any]]) -> tuple[float | None, int]:
+    """One per-question component (a metric, or a part of one at weight 0: an adopted script's
+    figures, kohaku.tasks.score.adopted.MetricParts): the rule of every per-question metric (an
+    unanswered question it covers scores score.unanswered), its column and covered flags added
+    to ``columns``, its entry to ``metric``; its value (mean, or sum) and covered count."""
     if len(values) != len(rows):
         raise ConfigError(f"the component {name} has {len(values)} values for {len(rows)} questions")
     values = [v if v is None or not r["unanswered"] else task.score.unanswered for v, r in zip(values, rows)]
@@ -360,7 +347,7 @@ def _part(task: Task, rows: list[dict[str, Any]], name: str, values: list[Any],
     columns[f"{name}_covered"] = covered
     total, n_cov = sum(v for v in values if v is not None), sum(covered)
     value = float(total) if task.score.combine == "sum" else (total / n_cov if n_cov else None)
-    metric.append({"name": name, "column": name, "weight": 0.0, "over": f"{name}_covered", "empty": None,
+    metric.append({"name": name, "column": name, "weight": weight, "over": f"{name}_covered", "empty": None,
                    **({"combine": "sum"} if task.score.combine == "sum" else {})})
     return value, n_cov
 
