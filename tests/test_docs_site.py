@@ -74,19 +74,29 @@ def served(site):
         thread.join(timeout=10)
 
 
-def search(driver, base: str, words: str, timeout_s: float = 15.0) -> list[str]:
-    """The result links of the site's search for ``words``, as ``path#fragment``."""
+def search(driver, base: str, words: str, timeout_s: float = 60.0, settle_s: float = 0.5) -> list[str]:
+    """The result links of the site's search for ``words``, as ``path#fragment``.
+
+    The search runs on every keystroke, so the first results shown may be those of a prefix of
+    ``words``; the list is read once it has stayed the same for ``settle_s`` seconds after the
+    last key. ``timeout_s`` is generous: on a loaded machine the search worker builds its index
+    slowly, which is not what these tests check."""
     from selenium.webdriver.common.by import By
 
     driver.get(base)
     box = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")
     box.send_keys(words)
     started = time.perf_counter()
+    seen: list[str] = []
+    since = started
     while True:
         links = [urlsplit(a.get_attribute("href")) for a in
                  driver.find_elements(By.CSS_SELECTOR, ".md-search-result__list a")]
-        if links:
-            return [u.path + (f"#{u.fragment}" if u.fragment else "") for u in links]
+        now = [u.path + (f"#{u.fragment}" if u.fragment else "") for u in links]
+        if now != seen:
+            seen, since = now, time.perf_counter()
+        elif seen and time.perf_counter() - since >= settle_s:
+            return seen
         assert time.perf_counter() - started < timeout_s, f"no search result for {words!r}"
         time.sleep(0.1)
 

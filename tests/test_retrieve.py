@@ -290,14 +290,15 @@ def test_retrieve_stage_llm_reranker_through_the_fake_backend(tmp_path: Path):
     assert again.summary["rerank_prompts"] == 0 and again.summary["rerank_cache_hits"] > 0
 
 
-@pytest.mark.slow
-def test_retrieval_is_fast_at_competition_scale():
-    """282 questions x 4 queries over ~25k leaves: search + rerank + contexts well under 5 s."""
-    rng = np.random.default_rng(0)
-    n_docs, n_par, n_sent = 30, 80, 10
+def _scale_corpus(n_docs: int, rng: np.random.Generator, d: int = 64):
+    """A synthetic tree of ``n_docs`` documents x 80 paragraphs x 10 sentences, random unit
+    vectors, and the dense searchers over its sentence and paragraph levels."""
+    from kohaku.retrieval.search import ExactSearcher
+
+    n_par, n_sent = 80, 10
     rows = []
-    for d in range(n_docs):
-        doc = f"d{d}"
+    for doc_no in range(n_docs):
+        doc = f"d{doc_no}"
         rows.append((doc, None, 0, 0, ""))
         rows.append((f"{doc}#s1", doc, 1, 1, "Section"))
         for p in range(1, n_par + 1):
@@ -317,26 +318,54 @@ def test_retrieval_is_fast_at_competition_scale():
         .when(pl.col("node_id").str.count_matches(r"\.") == 1).then(2).otherwise(3).alias("level"),
         pl.col("text").map_elements(count_tokens, return_dtype=pl.Int64).alias("n_tokens"),
     )
-    d = 64
     vecs = rng.standard_normal((nodes.height, d)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    from kohaku.retrieval.search import ExactSearcher
-
     lv = nodes["level"].to_numpy()
     dense = {lvl: ExactSearcher(vecs[lv == lvl], np.flatnonzero(lv == lvl)) for lvl in (3, 2)}
+    return nodes, dense
+
+
+def _scale_queries(n_questions: int, rng: np.random.Generator, d: int = 64):
     queries = pl.DataFrame({
-        "qid": [f"q{i:03d}" for i in range(282) for _ in range(4)],
-        "query_idx": [j for _ in range(282) for j in range(4)],
-        "query": [f"query {i} {j}" for i in range(282) for j in range(4)],
+        "qid": [f"q{i:03d}" for i in range(n_questions) for _ in range(4)],
+        "query_idx": [j for _ in range(n_questions) for j in range(4)],
+        "query": [f"query {i} {j}" for i in range(n_questions) for j in range(4)],
         "source": "x",
     })
     qv = rng.standard_normal((queries.height, d)).astype(np.float32)
     qv /= np.linalg.norm(qv, axis=1, keepdims=True)
-    t0 = time.perf_counter()
-    out = run_retrieval(queries, nodes, qv, dense, {}, RetrieveConfig(), progress=False)
-    seconds = time.perf_counter() - t0
-    assert out["contexts"].height == 282 * 3
-    assert seconds < 15, seconds  # < 5 s on an idle core; headroom for shared CI machines
+    return queries, qv
+
+
+@pytest.mark.slow
+def test_retrieval_scales_linearly_at_competition_scale():
+    """282 questions x 4 queries over ~25k leaves (a competition's size): every question gets
+    its three attempts' contexts, and the cost grows linearly with the questions, not faster.
+
+    Not a timed test (this machine's speed varies with its load; scripts/bench_*.py print
+    timings): the check is a ratio measured in the same process, 282 questions against 70 (4x
+    the questions; ~4x the time when linear, 16x when quadratic), each the fastest of two runs so
+    a burst of load on one of them does not decide it."""
+    rng = np.random.default_rng(0)
+    nodes, dense = _scale_corpus(30, rng)
+    small, small_v = _scale_queries(70, rng)
+    full, full_v = _scale_queries(282, rng)
+
+    def fastest(queries, qv) -> tuple[float, pl.DataFrame]:
+        best, out = float("inf"), None
+        for _ in range(2):
+            t0 = time.perf_counter()
+            out = run_retrieval(queries, nodes, qv, dense, {}, RetrieveConfig(), progress=False)
+            best = min(best, time.perf_counter() - t0)
+        return best, out
+
+    small_s, small_out = fastest(small, small_v)
+    full_s, full_out = fastest(full, full_v)
+    assert small_out["contexts"].height == 70 * 3
+    assert full_out["contexts"].height == 282 * 3
+    assert full_out["contexts"]["n_tokens"].min() > 0
+    print(f"retrieval: 70 questions {small_s:.2f} s, 282 questions {full_s:.2f} s")
+    assert full_s / small_s < 9, (full_s, small_s)   # linear: ~4; quadratic: ~16
 
 
 def test_eval_retrieval_metrics():
