@@ -68,10 +68,10 @@ part of the rescoring taken away, plus the per-kind table of every variant at --
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -212,17 +212,17 @@ def retrieve_again(args: argparse.Namespace,
                    per_question: dict[tuple[str, int], dict[str, pl.DataFrame]] | None = None
                    ) -> pl.DataFrame:
     """Retrieval over a run's index for --questions-file, per store and budget, scored against
-    the gold evidence; ``per_question`` (when given) gets each variant's per-question table
-    under (store, budget)."""
-    from dataclasses import replace
-
+    the gold evidence: each (store, budget) is a sweep (``scripts/run.py -m`` with
+    ``hydra.sweeper.points``, one point per variant, ``stages=[recall]``) over the run's own
+    config in ``<out>/sweep_<store>_<budget>/``, so the parse, tree, embed and index artifacts
+    are the run's (cache hits), each point's recall stage scores it, and the sweep reports
+    (leaderboard, comparison, selection) are written there. ``per_question`` (when given) gets
+    each variant's per-question table (the questions with gold) under (store, budget)."""
     from kohaku.core.config import build
-    from kohaku.ingest.corpus import read_metadata
-    from kohaku.retrieval.embedding import encode_texts, load_encoder
-    from kohaku.retrieval.planning import PlannerConfig, plan_queries
-    from kohaku.retrieval.gold import gold_recall, recall_summary
-    from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
-    from kohaku.retrieval.search import load_searchers
+    from kohaku.retrieval.gold import recall_summary
+    from kohaku.retrieval.planning import PlannerConfig
+    from kohaku.retrieval.retrieve import RetrieveConfig
+    from kohaku.tasks.files.io import file_format
 
     stages, config = run_stages(Path(args.path))
     missing = [s for s in ("parse", "tree", "embed", "index") if s not in stages]
@@ -232,60 +232,75 @@ def retrieve_again(args: argparse.Namespace,
     qfile = Path(args.questions_file)
     qfile = root / qfile if not qfile.is_absolute() and (root / qfile).is_file() else qfile
     questions = read_question_file(qfile, args.question_id, args.question_column)
-    nodes = pl.read_parquet(stages["tree"] / "nodes.parquet")
-    documents = pl.read_parquet(stages["parse"] / "documents.parquet")
     spec = gold_spec(args)
     if spec is None:
         raise SystemExit("--retrieve needs gold evidence: --task NAME or --gold FILE ...")
-    gold = load_gold(spec, root, documents)
-    emb = pl.read_parquet(stages["embed"] / "embeddings.parquet")
-    encoder = load_encoder({**config.get("embed", {}), **({"device": "cpu"} if args.cpu else {})})
-    dense, sparse, _ = load_searchers(stages["index"], nodes, None, emb)
-    vectors = emb["vector"].rechunk().to_numpy()
-    doc_meta = read_metadata(root / config.get("corpus", {}).get("metadata", "metadata.csv"))
-    out_dir = Path(args.out)
-    rows = []
-    plans: dict[str, tuple[pl.DataFrame, Any]] = {}  # planner overrides -> queries, their vectors
-    for name, groups in retrieve_variants(args.override or []).items():
-        pkey = json.dumps(groups.get("planner", {}), sort_keys=True)
-        if pkey not in plans:  # variants that set no planner key share the run's plan
-            # the run's lexicon (its task's: task.lexicon) unless the variant sets one
-            lexicon = (config.get("planner") or {}).get("lexicon", "none")
-            pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
-                                         else args.n_queries, "lexicon": lexicon,
-                                         **groups.get("planner", {})}, "planner")
-            queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
-            plans[pkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
-                                                 Path(args.cache_dir), progress=False))
-        queries, qvecs = plans[pkey]
-        retrieve_cfg = merged(config.get("retrieve", {}), groups.get("retrieve", {}))
+    load_gold(spec, root, pl.read_parquet(stages["parse"] / "documents.parquet"))  # checked here first
+    variants = retrieve_variants(args.override or [])
+    lexicon = (config.get("planner") or {}).get("lexicon", "none")
+    planner = {"kind": args.planner, "n_queries": 1 if args.planner == "none" else args.n_queries,
+               "lexicon": lexicon}
+    flat: dict[str, dict[str, Any]] = {}   # variant -> its dotted keys
+    for name, groups in variants.items():
         try:
-            base = build(RetrieveConfig, {**retrieve_cfg, "attempts": 1}, "retrieve")
+            build(RetrieveConfig, {**merged(config.get("retrieve", {}), groups.get("retrieve", {})),
+                                   "attempts": 1}, "retrieve")
+            build(PlannerConfig, {**planner, **groups.get("planner", {})}, "planner")
         except Exception as exc:
             raise SystemExit(f"variant {name!r}: {exc}") from exc
-        prefix = "" if name == "run" else re.sub(r"[^A-Za-z0-9_.-]+", "_", name) + "_"
-        for store in args.stores:
-            if store == "single" and not args.restrict_column:
-                raise SystemExit("--stores single needs --restrict-column COL (e.g. doc_name)")
-            prior = replace(base.doc_prior, enabled=store == "prior",
-                            mode="filter" if store == "prior" else base.doc_prior.mode)
-            for budget in args.budgets:
-                cfg = replace(base, max_context_tokens=budget, doc_prior=prior,
-                              restrict_column=args.restrict_column if store == "single" else None)
-                t0 = time.perf_counter()
-                tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, progress=False,
-                                       questions=questions, vectors=vectors, doc_meta=doc_meta)
-                seconds = time.perf_counter() - t0
-                per_q = gold_recall(tables["contexts"], nodes, gold, qids=questions["qid"].to_list())
+        flat[name] = {k: v for group in RETRIEVE_GROUPS
+                      for k, v in _dotted(groups.get(group, {}), group).items()}
+    varied = list(dict.fromkeys(k for keys in flat.values() for k in keys))
+    common = {
+        "stages": ["recall"],
+        # the run's cache (its parse artifact's): the run's upstream artifacts are cache hits
+        "cache.dir": str(Path(stages["parse"]).resolve().parents[1]),
+        "corpus.questions": str(qfile.resolve()),
+        "task.questions.id": args.question_id, "task.questions.question": args.question_column,
+        "task.questions.format": file_format(qfile, None),
+        **{f"task.gold.{k}": v for k, v in vars(spec).items()},
+        **({"corpus.root": str(root)} if args.data_given else {}),
+        "recall.primary": args.select_on[0] if args.select_on else "auto",
+        "recall.evidence": False,
+        **{f"planner.{k}": v for k, v in planner.items()},
+        "retrieve.attempts": 1,
+    }
+    fixed = (*common, *varied, "retrieve", "planner")
+    given = [o for o in _run_overrides(Path(args.path)) if not any(_covers(o, key) for key in fixed)]
+    # the run's resolved values where they differ from what its overrides compose today (a run
+    # made without Hydra records none): its config, so its artifacts are the points' cache hits
+    common = {**_differences(config, given, fixed), **common}
+    out_dir = Path(args.out)
+    rows = []
+    for store in args.stores:
+        if store == "single" and not args.restrict_column:
+            raise SystemExit("--stores single needs --restrict-column COL (e.g. doc_name)")
+        for budget in args.budgets:
+            store_keys: dict[str, Any] = {"retrieve.max_context_tokens": budget,
+                                          "retrieve.doc_prior.enabled": store == "prior",
+                                          "retrieve.restrict_column": args.restrict_column if store == "single" else None}
+            if store == "prior":
+                store_keys["retrieve.doc_prior.mode"] = "filter"
+            sweep_dir = out_dir / f"sweep_{store}_{budget}"
+            points = []
+            for name in variants:   # every varied key in every point: the run's value where unset
+                own = {k: flat[name].get(k, _value_at(config, k)) for k in varied}
+                points.append(json.loads(json.dumps({**common, **own, **store_keys})))
+            _sweep(points, given, sweep_dir)
+            for i, name in enumerate(variants):
+                point = sweep_dir / str(i)
+                table = pl.read_parquet(point / "recall.parquet")
+                per_q = table.filter(pl.col("with_gold")) if "with_gold" in table.columns else table.clear()
+                prefix = "" if name == "run" else re.sub(r"[^A-Za-z0-9_.-]+", "_", name) + "_"
                 per_q.write_parquet(out_dir / f"gold_{prefix}{store}_{budget}.parquet")
                 if per_question is not None:
                     per_question.setdefault((store, budget), {})[name] = per_q
-                c0 = tables["contexts"]
+                run = json.loads((point / "run.json").read_text())
                 rows.append({"variant": name, "store": store, "budget": budget,
                              **recall_summary(per_q),
-                             "mean_tokens": round(float(c0["n_tokens"].mean() or 0), 1),
-                             "mean_docs": round(float(c0["doc_ids"].list.len().mean() or 0), 2),
-                             "retrieve_s": round(seconds, 2)})
+                             "mean_tokens": round(float(table["n_tokens"].mean() or 0), 1),
+                             "mean_docs": round(float(table["n_docs"].mean() or 0), 2),
+                             "retrieve_s": round(float(run["stages"]["retrieve"]["seconds"]), 2)})
                 log.info("%s %s @%d: %s", name, store, budget, rows[-1])
                 if args.by:  # the same figures for each value of a questions column
                     groups_by = per_q.join(questions.select(
@@ -294,7 +309,78 @@ def retrieve_again(args: argparse.Namespace,
                         rows.append({"variant": name, "store": store, "budget": budget,
                                      "group": f"{args.by}={value}",
                                      **recall_summary(part.drop("group"))})
+            print(f"sweep reports ({store} store, {budget} tokens: leaderboard, comparison, selection): "
+                  f"{sweep_dir}")
     return pl.DataFrame(rows)
+
+
+def _dotted(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """``{"evidence": {"pool": 0}}`` under ``retrieve`` -> ``{"retrieve.evidence.pool": 0}``
+    (a non-empty mapping is walked into; lists and empty mappings are values)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping) and value:
+            out.update(_dotted(value, f"{prefix}.{key}" if prefix else str(key)))
+        else:
+            out[f"{prefix}.{key}" if prefix else str(key)] = value
+    return out
+
+
+def _value_at(config: Mapping[str, Any], key: str) -> Any:
+    """The run's resolved value at dotted ``key`` (None where it has none)."""
+    node: Any = config
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def _covers(override: str, key: str) -> bool:
+    """Whether the run's override ``override`` sets ``key`` or a key under it (or above it)."""
+    name = override.split("=", 1)[0].lstrip("+~")
+    return name == key or name.startswith(key + ".") or key.startswith(name + ".")
+
+
+def _differences(config: Mapping[str, Any], given: list[str], fixed: Sequence[str]) -> dict[str, Any]:
+    """Dotted key -> the run's resolved value, for the keys whose value differs from the config
+    ``given`` composes now (keys under ``fixed`` left out: the points set them)."""
+    from omegaconf import OmegaConf
+
+    from kohaku.runner.pipeline import compose_config
+
+    now = _dotted(OmegaConf.to_container(compose_config(given), resolve=True), "")  # type: ignore[arg-type]
+    ran = _dotted(config, "")
+    out = {k: v for k, v in ran.items() if k in now and now[k] != v}
+    return {k: v for k, v in out.items()
+            if not any(k == f or k.startswith(f + ".") or f.startswith(k + ".") for f in fixed)}
+
+
+def _run_overrides(path: Path) -> list[str]:
+    """The overrides the run was composed with (run.json), hydra's own left out."""
+    run = json.loads((path / "run.json").read_text())
+    return [str(o) for o in run.get("overrides") or [] if not str(o).lstrip("+~").startswith("hydra")]
+
+
+def _sweep(points: list[dict[str, Any]], given: list[str], sweep_dir: Path) -> None:
+    """``scripts/run.py -m`` over ``points`` (hydra.sweeper.points, launched in the given order:
+    point 0 is the run's own config, the baseline of the reports), with the run's overrides
+    ``given``; the sweep's log in ``sweep.log``. SystemExit with its tail when it fails."""
+    import subprocess
+    import yaml
+
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    points_file = sweep_dir / "points.yaml"
+    points_file.write_text(yaml.safe_dump(points, sort_keys=False))
+    cmd = [sys.executable, str(REPO / "scripts" / "run.py"), "-m", *given,
+           f"hydra.sweep.dir={sweep_dir.resolve()}", f"hydra.sweeper.points={points_file.resolve()}",
+           "hydra.sweeper.order=given"]
+    log.info("sweep of %d points: %s", len(points), " ".join(cmd[2:]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    with open(sweep_dir / "sweep.log", "w") as out:
+        done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
+    if done.returncode != 0:
+        tail = (sweep_dir / "sweep.log").read_text(errors="replace").splitlines()[-15:]
+        raise SystemExit(f"the retrieval sweep in {sweep_dir} failed (exit {done.returncode}):\n"
+                         + "\n".join(tail))
 
 
 RETRIEVE_GROUPS = ("retrieve", "planner")

@@ -253,8 +253,9 @@ def recall_table(contexts: pl.DataFrame, nodes: pl.DataFrame, qids: list[str],
             "gold_rank")
         table = table.join(ev, on="qid", how="left").with_columns(
             pl.col("evidence_eligible").fill_null(False))
-    return table.with_columns(*[pl.col(m).is_not_null().alias(over) for m, over in MEASURES.items()
-                                if m in table.columns and over not in table.columns])
+    overs = {over: m for m, over in reversed(MEASURES.items()) if m in table.columns}
+    return table.with_columns(*[pl.col(m).is_not_null().alias(over) for over, m in overs.items()
+                                if over not in table.columns])
 
 
 def primary_measure(table: pl.DataFrame, primary: str = "auto") -> str:
