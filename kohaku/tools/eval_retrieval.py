@@ -41,7 +41,15 @@ restricted to the documents its ``--restrict-column`` names), at each budget:
 and with ``-o NAME.retrieve.key=value`` (or ``NAME.planner.key=value``, repeatable) each NAME is
 a variant retrieved beside the run's own config (variant ``run``) over the same index, e.g.
 ``-o wide.retrieve.breadth_share=0.9 -o wide.retrieve.window=0 -o nodedup.retrieve.dedup_text=false``:
-a sweep of retrieval keys that re-embeds nothing.
+a sweep of retrieval keys that re-embeds nothing. Each store and budget is a sweep through the
+sweep machinery: ``scripts/run.py -m stages=[recall]`` with ``hydra.sweeper.points`` (one point
+per variant, ``run`` first: the baseline) over the run's own recorded config and cache, so its
+parse, tree, embed and index artifacts are cache hits, each point scored by the recall stage
+(kohaku.tasks.analysis.recall; ``recall.primary`` is the first ``--select-on`` column, else
+auto), the sweep reports (leaderboard, comparison, ablation, selection) written in
+``<out>/sweep_<store>_<budget>/``; the tables printed here are taken from the points' recall
+tables. The query encodings go to the run's cache (``--cache-dir`` and ``--cpu`` serve
+``--compare``).
 
 With two variants or more (``-o`` variants beside ``run``; ``--compare``'s ``--variants``), a
 selection report follows (``selection.md``, ``selection.csv``, ``selection_<store>_<budget>_<column>.csv``;
@@ -254,7 +262,7 @@ def retrieve_again(args: argparse.Namespace,
     common = {
         "stages": ["recall"],
         # the run's cache (its parse artifact's): the run's upstream artifacts are cache hits
-        "cache.dir": str(Path(stages["parse"]).resolve().parents[1]),
+        "cache.dir": str(Path(os.path.abspath(stages["parse"])).parents[1]),
         "corpus.questions": str(qfile.resolve()),
         "task.questions.id": args.question_id, "task.questions.question": args.question_column,
         "task.questions.format": file_format(qfile, None),

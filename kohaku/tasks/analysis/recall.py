@@ -45,9 +45,11 @@ class RecallConfig:
     evidence, doc_hit; the others are reported beside it (weight 0). evidence: also score the
     answer values of corpus.solutions (false: the gold file only)."""
 
-    attempt: int = 0
+    attempt: int = 0          # the retrieve attempt scored (0: the first contexts)
+    # the run's score: auto (page_hit with gold pages, else text_hit, else evidence, else
+    # doc_hit) or page_hit, page_near, text_hit, evidence, doc_hit
     primary: str = "auto"
-    evidence: bool = True
+    evidence: bool = True     # also score corpus.solutions' answer values (false: the gold file only)
 
     def validate(self) -> None:
         if self.primary not in PRIMARY:
