@@ -94,6 +94,7 @@ REPO = Path(__file__).resolve().parents[2]
 # the per-question figures live in the library (the recall stage computes them too)
 from kohaku.tasks.analysis.recall import (BLANK, by_kind, doc_texts, evaluate, gold_sentences,  # noqa: E402,F401
                                           norm_ws, parse_refs, split_blocks, summarise, value_pattern)
+from kohaku.tasks.analysis.slips import answer_kind  # noqa: E402,F401
 from kohaku.tools.defaults import corpus_root  # noqa: E402
 from kohaku.report.tables import print_and_save  # noqa: E402
 
