@@ -33,8 +33,10 @@ def test_variants_are_read_from_the_overrides():
 def indexed(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("run")
     cache = tmp_path_factory.mktemp("cache")
+    # retrieve.dedup_text=false: a value of the run's own config that the points must keep (a run
+    # made without Hydra records no overrides: its resolved config says it)
     run_pipeline(compose_config(["stages=[index]", "embed.model=hash:64", "embed.dtype=float32",
-                                 f"cache.dir={cache}"]), run_dir)
+                                 "retrieve.dedup_text=false", f"cache.dir={cache}"]), run_dir)
     return run_dir
 
 
@@ -76,6 +78,8 @@ def test_retrieve_sweeps_variants_over_one_index(indexed, tmp_path, capsys):
             assert point["stages"][stage]["cache_hit"]
             assert point["stages"][stage]["key"] == run["stages"][stage]["key"]
     assert "retrieve.max_hits=1" in points[1]["overrides"] and "planner.focus=false" in points[2]["overrides"]
+    assert [p["config"]["retrieve"]["dedup_text"] for p in points] == [False] * 3
+    assert [p["config"]["retrieve"]["max_context_tokens"] for p in points] == [400] * 3
     gold = {n: pl.read_parquet(out / f"{f}.parquet") for n, f in
             (("run", "gold_shared_400"), ("one", "gold_one_shared_400"))}
     assert [p["stages"]["recall"]["summary"]["doc_recall"] for p in points[:2]] == \

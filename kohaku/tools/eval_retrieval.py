@@ -274,10 +274,12 @@ def retrieve_again(args: argparse.Namespace,
         **{f"planner.{k}": v for k, v in planner.items()},
         "retrieve.attempts": 1,
     }
-    fixed = (*common, *varied, "retrieve", "planner")
+    # the keys the points set (the stores' and budgets' below); the planner is the one above
+    fixed = (*common, *varied, *STORE_KEYS, "planner")
     given = [o for o in _run_overrides(Path(args.path)) if not any(_covers(o, key) for key in fixed)]
     # the run's resolved values where they differ from what its overrides compose today (a run
-    # made without Hydra records none): its config, so its artifacts are the points' cache hits
+    # made without Hydra records none): its config (its retrieve keys included), so its
+    # artifacts are the points' cache hits
     common = {**_differences(config, given, fixed), **common}
     out_dir = Path(args.out)
     rows = []
@@ -288,8 +290,8 @@ def retrieve_again(args: argparse.Namespace,
             store_keys: dict[str, Any] = {"retrieve.max_context_tokens": budget,
                                           "retrieve.doc_prior.enabled": store == "prior",
                                           "retrieve.restrict_column": args.restrict_column if store == "single" else None}
-            if store == "prior":
-                store_keys["retrieve.doc_prior.mode"] = "filter"
+            store_keys["retrieve.doc_prior.mode"] = ("filter" if store == "prior"
+                                                     else _value_at(config, "retrieve.doc_prior.mode"))
             sweep_dir = out_dir / f"sweep_{store}_{budget}"
             points = []
             for name in variants:   # every varied key in every point: the run's value where unset
@@ -323,6 +325,11 @@ def retrieve_again(args: argparse.Namespace,
     return pl.DataFrame(rows)
 
 
+#: the retrieve keys each store and budget sets
+STORE_KEYS = ("retrieve.max_context_tokens", "retrieve.doc_prior.enabled", "retrieve.doc_prior.mode",
+              "retrieve.restrict_column")
+
+
 def _dotted(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """``{"evidence": {"pool": 0}}`` under ``retrieve`` -> ``{"retrieve.evidence.pool": 0}``
     (a non-empty mapping is walked into; lists and empty mappings are values)."""
@@ -344,9 +351,10 @@ def _value_at(config: Mapping[str, Any], key: str) -> Any:
 
 
 def _covers(override: str, key: str) -> bool:
-    """Whether the run's override ``override`` sets ``key`` or a key under it (or above it)."""
+    """Whether the run's override ``override`` sets ``key`` or a key under it (a group choice
+    above it, ``task=financebench``, stays: the points' keys are laid on the group it picks)."""
     name = override.split("=", 1)[0].lstrip("+~")
-    return name == key or name.startswith(key + ".") or key.startswith(name + ".")
+    return name == key or name.startswith(key + ".")
 
 
 def _differences(config: Mapping[str, Any], given: list[str], fixed: Sequence[str]) -> dict[str, Any]:
