@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from kohaku.tools import doc_commands as dc
@@ -176,3 +177,6 @@ def test_cheap_commands_run_end_to_end(tmp_path):
         p.name for p in run_a.iterdir()}
     assert (tmp_path / "outputs" / "tutorial" / "ensemble.csv").read_text().startswith("id,answer\n")
     assert (tmp_path / "outputs" / "tutorial" / "sweep" / "leaderboard.csv").is_file()
+    # the retrieval sweep (stages=[recall]) got the selection report over its two points
+    recall_sweep = tmp_path / "outputs" / "tutorial" / "recall_sweep"
+    assert pl.read_csv(recall_sweep / "selection_summary.csv")["configs"].to_list() == [2]

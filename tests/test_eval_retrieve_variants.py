@@ -1,8 +1,10 @@
 """scripts/eval_retrieval.py --retrieve with -o variants: retrieval keys swept over one run's
-index (nothing re-embedded), each variant's figures beside the run's own config."""
+index (nothing re-embedded; a sweep through scripts/run.py -m, one point per variant, each
+scored by the recall stage), each variant's figures beside the run's own config."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -31,8 +33,10 @@ def test_variants_are_read_from_the_overrides():
 def indexed(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("run")
     cache = tmp_path_factory.mktemp("cache")
+    # retrieve.dedup_text=false: a value of the run's own config that the points must keep (a run
+    # made without Hydra records no overrides: its resolved config says it)
     run_pipeline(compose_config(["stages=[index]", "embed.model=hash:64", "embed.dtype=float32",
-                                 f"cache.dir={cache}"]), run_dir)
+                                 "retrieve.dedup_text=false", f"cache.dir={cache}"]), run_dir)
     return run_dir
 
 
@@ -64,6 +68,28 @@ def test_retrieve_sweeps_variants_over_one_index(indexed, tmp_path, capsys):
     assert sel["pick"][0] in ("run", "one", "nofocus")
     assert (out / "selection.md").read_text().startswith("# Selection")
     assert "out-of-sample estimate" in printed
+    # through the sweep machinery: one point per variant over the run's own config, the run's
+    # parse, tree, embed and index artifacts reused, each point scored by its recall stage
+    sweep = out / "sweep_shared_400"
+    run = json.loads((indexed / "run.json").read_text())
+    points = [json.loads((sweep / str(i) / "run.json").read_text()) for i in range(3)]
+    for point in points:
+        for stage in ("parse", "tree", "embed", "index"):
+            assert point["stages"][stage]["cache_hit"]
+            assert point["stages"][stage]["key"] == run["stages"][stage]["key"]
+    assert "retrieve.max_hits=1" in points[1]["overrides"] and "planner.focus=false" in points[2]["overrides"]
+    assert [p["config"]["retrieve"]["dedup_text"] for p in points] == [False] * 3
+    assert [p["config"]["retrieve"]["max_context_tokens"] for p in points] == [400] * 3
+    gold = {n: pl.read_parquet(out / f"{f}.parquet") for n, f in
+            (("run", "gold_shared_400"), ("one", "gold_one_shared_400"))}
+    assert [p["stages"]["recall"]["summary"]["doc_recall"] for p in points[:2]] == \
+        [by["run"]["doc_recall"], by["one"]["doc_recall"]] == [float(g["doc_hit"].mean()) for g in gold.values()]
+    cmp = pl.read_csv(sweep / "comparison.csv")
+    assert cmp.height == 3 and cmp["retrieve.max_hits"].to_list()[1] == 1
+    summary = pl.read_csv(sweep / "selection_summary.csv").row(0, named=True)
+    assert summary["configs"] == 3 and summary["optimism"] == pytest.approx(
+        summary["in_sample_score"] - summary["estimate"])
+    assert f"sweep reports (shared store, 400 tokens" in printed
     with pytest.raises(SystemExit, match="variant 'odd'"):
         eval_retrieval.main([*argv[:argv.index("-o")], "-o", "odd.retrieve.no_such_key=1"])
 

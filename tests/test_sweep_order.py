@@ -70,3 +70,27 @@ def test_predicted_keys_follow_the_config():
                        "vote", "score"]
     same = [s for s in a if a[s] == b[s]]
     assert same == ["parse", "questions", "caption", "tree", "embed", "index", "plan"]
+
+
+def test_a_points_file_lists_points_of_several_keys(tmp_path):
+    """hydra.sweeper.points: each item a mapping or a list of overrides; the values come back
+    from Hydra as they were written (quotes, backslashes, ${...}, lists of mappings)."""
+    import pytest
+
+    from kohaku.core.config import ConfigError
+    from kohaku.runner.sweep import override_text, read_points
+
+    odd = "it's, a=b\\x ${not.a.key} \\"
+    file = tmp_path / "points.yaml"
+    file.write_text("- {}\n- [retrieve.top_k=8, retrieve.window=0]\n"
+                    "- {retrieve.top_k: 4, retrieve.evidence.pool: 0}\n")
+    assert read_points(file) == [[], ["retrieve.top_k=8", "retrieve.window=0"],
+                                 ["retrieve.top_k=4", "retrieve.evidence.pool=0"]]
+    metrics = [{"name": "judge", "fn": "llm_judge", "weight": 1.0}]
+    cfg = compose([override_text("task.answer.fallback", odd), override_text("task.score.metrics", metrics),
+                   override_text("retrieve.restrict_column", None), override_text("stages", ["recall"])])
+    assert cfg.task.answer.fallback == odd and cfg.task.score.metrics == metrics
+    assert cfg.retrieve.restrict_column is None and list(cfg.stages) == ["recall"]
+    file.write_text("- retrieve.top_k\n")
+    with pytest.raises(ConfigError, match=r"points.yaml: item 0 \('retrieve.top_k'\) is neither"):
+        read_points(file)

@@ -12,20 +12,29 @@ class KeyOrderedSweeper(BasicSweeper):
     """Hydra's basic sweeper (same overrides, ``params`` and ``max_batch_size``) whose points are
     launched in ``kohaku.runner.sweep.order_points`` order: points with distinct upstream artifacts first,
     points that only differ downstream of an artifact another point computes last. Only the launch
-    order (and so the numbering of point dirs) changes. ``order: given`` keeps Hydra's order."""
+    order (and so the numbering of point dirs) changes. ``order: given`` keeps Hydra's order.
+    ``points: FILE`` lists the points themselves (kohaku.runner.sweep.read_points; a point may set
+    several keys, e.g. a named retrieval variant), each with the command line's overrides."""
 
     def __init__(
-        self, max_batch_size: int | None = None, params: dict[str, str] | None = None, order: str = "keys"
+        self, max_batch_size: int | None = None, params: dict[str, str] | None = None, order: str = "keys",
+        points: str | None = None,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, params=params)
         if order not in ("keys", "given"):
             raise ValueError(f"hydra.sweeper.order={order!r}: use keys or given")
         self.order = order
+        self.points = points
 
     # BasicSweeper.sweep calls self.split_arguments(overrides, max_batch_size); a staticmethod
     # there, a method here so that it can compose the points' configs.
     def split_arguments(self, overrides: Any, max_batch_size: int | None) -> list[list[list[str]]]:  # type: ignore[override]
         points = BasicSweeper.split_arguments(overrides, None)[0]
+        if self.points:
+            from kohaku.runner.sweep import read_points
+
+            listed = read_points(self.points)
+            points = [[*common, *own] for common in points for own in listed]
         if self.order == "keys":
             from kohaku.runner.sweep import order_sweep
 

@@ -121,8 +121,11 @@ def make_reports(runs_dir: str | Path, out_dir: str | Path, config: ReportConfig
     selection = sweep_selection(cmp, config.bootstrap_seed)
     if selection is not None:
         pl.DataFrame(selection.rows()).write_csv(out_dir / "selection.csv")
+        # one row: the in-sample winner, the estimate [95 %], the optimism and the pick
+        pl.DataFrame([selection.summary()]).write_csv(out_dir / "selection_summary.csv")
         (out_dir / "selection.md").write_text(selection.markdown())
-        paths.update(selection=out_dir / "selection.csv", selection_md=out_dir / "selection.md")
+        paths.update(selection=out_dir / "selection.csv", selection_summary=out_dir / "selection_summary.csv",
+                     selection_md=out_dir / "selection.md")
         for line in selection.lines():
             log.info("selection: %s", line)
     board.write_csv(out_dir / "leaderboard.csv")

@@ -1,6 +1,7 @@
 """Collect finished runs: each run dir's ``run.json`` (written by kohaku.runner.pipeline) as one row.
 
-A scored run's row has its ``score``, one column per metric component (named as the component:
+A scored run's row has its ``score`` (a run without a score stage that ran the recall stage:
+its retrieval recall, :mod:`kohaku.tasks.analysis.recall`), one column per metric component (named as the component:
 ``value``, ``ref``, ``na`` for WattBot; ``judge``, ``numeric``, ... for other tasks), its
 ``variant``, its ``metric`` (compact JSON, :mod:`kohaku.tasks.score.components`: from the run's
 ``scores.json``, WattBot's by the variant for runs scored before tasks) and ``scores_table``,
@@ -22,6 +23,8 @@ from kohaku.tasks.score.components import Metric, metric_from_json, metric_of, r
 
 log = logging.getLogger(__name__)
 
+#: the stage a run's score comes from -> (its per-question table, its JSON with the metric)
+RESULT_FILES = {"score": ("scores.parquet", "scores.json"), "recall": ("recall.parquet", "recall.json")}
 SCORE_FIELDS = ("score", "value", "ref", "na")  # the default variant's; other tasks': component_columns()
 INFER_FIELDS = ("model_calls", "prompt_tokens", "completion_tokens")
 # Row fields a component column must not shadow (such a component gets 'component:<name>').
@@ -130,10 +133,14 @@ def load_run(path: Path, root: Path) -> tuple[dict[str, Any], list[str]] | None:
         "error": data.get("error"),
         "seconds": _num(data.get("seconds")),
     }
-    score_stage = stages.get("score") or {}
+    # a run without a score stage that ran the recall stage (stages=[recall], a retrieval
+    # sweep) is read through the recall stage's table and metric (kohaku.tasks.analysis.recall)
+    scorer = ("recall" if not (stages.get("score") or {}).get("summary")
+              and (stages.get("recall") or {}).get("summary") else "score")
+    score_stage = stages.get(scorer) or {}
     score = score_stage.get("summary") or {}
-    table = _scores_table(run_dir, score_stage)
-    json_path = run_dir / "scores.json"
+    table = _scores_table(run_dir, score_stage, RESULT_FILES[scorer][0])
+    json_path = run_dir / RESULT_FILES[scorer][1]
     if not json_path.is_file() and table is not None:
         json_path = scores_json_of(table)
     scores = read_scores_json(json_path) if score else {}
@@ -166,15 +173,16 @@ def load_run(path: Path, root: Path) -> tuple[dict[str, Any], list[str]] | None:
     return row, keys
 
 
-def _scores_table(run_dir: Path, score_stage: dict[str, Any]) -> str | None:
-    """The run's per-question score table: ``scores.parquet`` in the run dir (copied there by the
-    score stage), else in the score artifact named by run.json (while the cache holds it)."""
-    candidates = [run_dir / "scores.parquet"]
+def _scores_table(run_dir: Path, score_stage: dict[str, Any], name: str = "scores.parquet") -> str | None:
+    """The run's per-question score table: ``scores.parquet`` (the recall stage's
+    ``recall.parquet``) in the run dir (copied there by the stage), else in the stage's artifact
+    named by run.json (while the cache holds it)."""
+    candidates = [run_dir / name]
     if score_stage.get("path"):
         artifact = Path(str(score_stage["path"]))
-        candidates.append(artifact / "scores.parquet")
+        candidates.append(artifact / name)
         if not artifact.is_absolute():
-            candidates.append(run_dir / artifact / "scores.parquet")
+            candidates.append(run_dir / artifact / name)
     for path in candidates:
         if path.is_file():
             return str(path)

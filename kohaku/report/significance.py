@@ -166,7 +166,9 @@ def sweep_comparison(
         return list(dict.fromkeys(k for r in rs for k in _classes(r["scores_table"])))
 
     try:
-        configs = [Config(",".join(f"{k}={v}" for k, v in zip(keys, c)) or "all",
+        # a cell is named by the swept keys it sets (a point that leaves one unset: the others)
+        configs = [Config(",".join(f"{k}={v}" for k, v in zip(keys, c) if v is not None)
+                          or ("as composed" if keys else "all"),
                           [table(r["scores_table"]) for r in cells[c]],
                           [r["run_path"] for r in cells[c]], metric, classes(cells[c])) for c in order]
         m = score_matrix(configs, metric)

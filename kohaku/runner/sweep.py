@@ -19,13 +19,16 @@ runner side (it uses ``kohaku.runner.pipeline``); the library does not import it
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from omegaconf import DictConfig
 
 from kohaku.core.artifacts import fingerprint_files
+from kohaku.core.config import ConfigError
 from kohaku.runner.pipeline import Registry, plan_stages
 
 log = logging.getLogger("kohaku.sweep")
@@ -114,3 +117,58 @@ def order_sweep(points: list[list[str]], compose: Callable[[list[str]], DictConf
                  "%s%s", len(points), len({item for c in chains for item in c.items()}), shown,
                  " ..." if len(order) > 6 else "")
     return [points[i] for i in order]
+
+
+def override_text(key: str, value: Any) -> str:
+    """``key=value`` as a Hydra override: numbers and booleans as written, null, lists and
+    mappings in Hydra's flow form (``[1,2]``, ``{name:judge,weight:1.0}``), a string quoted
+    where Hydra's grammar needs it."""
+    return f"{key}={_hydra_value(value)}"
+
+
+def _hydra_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_hydra_value(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if text and all(c.isalnum() or c in "_-./:" for c in text) and text not in ("null", "true", "false"):
+        return text
+    # Hydra's quoted value: a quote is escaped, and so are the backslashes before a quote or at the end
+    text = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)
+    text = text.replace("${", "\\${")     # a literal ${...}, not an interpolation
+    return "'%s'" % re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text)
+
+
+def read_points(path: str | Path) -> list[list[str]]:
+    """The points of ``hydra.sweeper.points``: a YAML (or JSON) file holding a list, each item one
+    point: a list of overrides (``["retrieve.top_k=8", "retrieve.window=0"]``) or a mapping of
+    keys to values (``{retrieve.top_k: 8, retrieve.window: 0}``); ``[]`` or ``{}`` is a point
+    with no override of its own. Every point gets the sweep's other overrides too. ConfigError
+    naming the file and the item for anything else."""
+    import yaml
+
+    file = Path(path)
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"hydra.sweeper.points={path}: cannot read the points file ({exc})") from exc
+    if not isinstance(data, list) or not data:
+        raise ConfigError(f"hydra.sweeper.points={path}: give a list of points, each a list of "
+                          "overrides or a mapping of keys to values")
+    points: list[list[str]] = []
+    for i, item in enumerate(data):
+        if isinstance(item, dict):
+            points.append([override_text(str(k), v) for k, v in item.items()])
+        elif isinstance(item, list) and all(isinstance(x, str) and "=" in x for x in item):
+            points.append([str(x) for x in item])
+        else:
+            raise ConfigError(f"hydra.sweeper.points={path}: item {i} ({item!r}) is neither a list of "
+                              "KEY=VALUE overrides nor a mapping of keys to values")
+    return points

@@ -15,6 +15,7 @@ STAGE_MODULES: dict[str, str] = {
     "index": "kohaku.stages.index",
     "plan": "kohaku.stages.plan",
     "retrieve": "kohaku.stages.retrieve",
+    "recall": "kohaku.stages.recall",      # not in the default stages: stages=[recall]
     "infer": "kohaku.stages.infer",
     "vote": "kohaku.stages.vote",
     "score": "kohaku.stages.score",

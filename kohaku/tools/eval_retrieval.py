@@ -41,7 +41,15 @@ restricted to the documents its ``--restrict-column`` names), at each budget:
 and with ``-o NAME.retrieve.key=value`` (or ``NAME.planner.key=value``, repeatable) each NAME is
 a variant retrieved beside the run's own config (variant ``run``) over the same index, e.g.
 ``-o wide.retrieve.breadth_share=0.9 -o wide.retrieve.window=0 -o nodedup.retrieve.dedup_text=false``:
-a sweep of retrieval keys that re-embeds nothing.
+a sweep of retrieval keys that re-embeds nothing. Each store and budget is a sweep through the
+sweep machinery: ``scripts/run.py -m stages=[recall]`` with ``hydra.sweeper.points`` (one point
+per variant, ``run`` first: the baseline) over the run's own recorded config and cache, so its
+parse, tree, embed and index artifacts are cache hits, each point scored by the recall stage
+(kohaku.tasks.analysis.recall; ``recall.primary`` is the first ``--select-on`` column, else
+auto), the sweep reports (leaderboard, comparison, ablation, selection) written in
+``<out>/sweep_<store>_<budget>/``; the tables printed here are taken from the points' recall
+tables. The query encodings go to the run's cache (``--cache-dir`` and ``--cpu`` serve
+``--compare``).
 
 With two variants or more (``-o`` variants beside ``run``; ``--compare``'s ``--variants``), a
 selection report follows (``selection.md``, ``selection.csv``, ``selection_<store>_<budget>_<column>.csv``;
@@ -68,10 +76,10 @@ part of the rescoring taken away, plus the per-kind table of every variant at --
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -83,168 +91,14 @@ import polars as pl
 
 REPO = Path(__file__).resolve().parents[2]
 
-from kohaku.tasks.analysis.slips import answer_kind  # noqa: E402
+# the per-question figures live in the library (the recall stage computes them too)
+from kohaku.tasks.analysis.recall import (BLANK, by_kind, doc_texts, evaluate, gold_sentences,  # noqa: E402,F401
+                                          norm_ws, parse_refs, split_blocks, summarise, value_pattern)
+from kohaku.tasks.analysis.slips import answer_kind  # noqa: E402,F401
 from kohaku.tools.defaults import corpus_root  # noqa: E402
 from kohaku.report.tables import print_and_save  # noqa: E402
 
 log = logging.getLogger("eval_retrieval")
-
-_WS = re.compile(r"\s+")
-BLANK = {"", "is_blank", "na", "n/a"}
-
-
-def norm_ws(text: str) -> str:
-    return _WS.sub(" ", text or "").strip()
-
-
-def parse_refs(value: Any) -> list[str]:
-    text = str(value or "").strip()
-    if text.lower() in BLANK:
-        return []
-    if text.startswith("["):
-        try:
-            items = ast.literal_eval(text)
-            return [str(x).strip() for x in items if str(x).strip().lower() not in BLANK]
-        except (ValueError, SyntaxError):
-            text = text.strip("[]")
-    return [t.strip().strip("'\"") for t in text.split(",") if t.strip().strip("'\"")]
-
-
-def value_pattern(value: str) -> re.Pattern | None:
-    """Boundary-aware, whitespace-tolerant pattern for an answer value; None if not usable."""
-    v = norm_ws(value)
-    if not v or v.lower() in BLANK or v.startswith("["):
-        return None
-    body = r"\s+".join(re.escape(part) for part in v.split(" "))
-    return re.compile(rf"(?<![\w.]){body}(?![\w]|\.\d)")
-
-
-def doc_texts(nodes: pl.DataFrame) -> dict[str, str]:
-    """Document text = its sentences (leaves) in document order, whitespace-normalised."""
-    leaves = nodes.filter(pl.col("level") == pl.col("level").max().over("doc_id"))
-    out = leaves.group_by("doc_id", maintain_order=True).agg(pl.col("text").str.join(" "))
-    return {d: norm_ws(t) for d, t in out.iter_rows()}
-
-
-def split_blocks(context: str, separator: str = "\n---\n") -> list[tuple[str, str]]:
-    """(doc_id, text) for each rendered block ``[ref_id=<doc>] ...``."""
-    out = []
-    for block in context.split(separator):
-        m = re.match(r"\s*\[ref_id=([^\]]+)\]", block)
-        out.append((m.group(1) if m else "", block))
-    return out
-
-
-def gold_sentences(nodes: pl.DataFrame, gold: list[str], pat: re.Pattern) -> list[str]:
-    """Leaves of the gold documents whose text holds the answer value."""
-    leaves = nodes.filter(pl.col("doc_id").is_in(gold)
-                          & (pl.col("level") == pl.col("level").max().over("doc_id")))
-    return [n for n, t in zip(leaves["node_id"], leaves["text"]) if pat.search(norm_ws(t))]
-
-
-def evaluate(contexts: pl.DataFrame, solutions: pl.DataFrame, nodes: pl.DataFrame,
-             attempt: int = 0, ranking: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Per-question retrieval figures for the questions of ``solutions``.
-
-    ``evidence`` counts questions whose value is answer text: True/False questions (value 0 or
-    1, which any table or list of numbers holds) are ``kind`` bool and not counted there;
-    ``evidence_all`` is the same test over every eligible question, booleans included (the
-    definition before this split). With ``ranking`` (the retrieve stage's ranking table),
-    ``gold_rank`` is the rank of the first ranked node that is or holds a gold sentence."""
-    texts = doc_texts(nodes)
-    ctx = {r["qid"]: r for r in contexts.filter(pl.col("attempt") == attempt).iter_rows(named=True)}
-    ranked: dict[str, list[str]] = {}
-    if ranking is not None:
-        r0 = ranking.filter(pl.col("attempt") == attempt).sort(["qid", "rank"])
-        ranked = {q: ids for q, ids in r0.group_by("qid", maintain_order=True)
-                  .agg(pl.col("node_id")).iter_rows()}
-    rows = []
-    for sol in solutions.iter_rows(named=True):
-        qid = str(sol["id"])
-        c = ctx.get(qid)
-        gold = parse_refs(sol.get("ref_id"))
-        value = str(sol.get("answer_value") or "")
-        kind = answer_kind(str(sol.get("question") or ""), value)
-        pat = value_pattern(value)
-        in_gold_doc = bool(pat and gold and any(pat.search(texts.get(g, "")) for g in gold))
-        context = norm_ws(c["context"]) if c else ""
-        doc_ids = list(c["doc_ids"]) if c else []
-        evidence = evidence_gold = None
-        gold_rank = None
-        if in_gold_doc:
-            evidence = bool(pat.search(context))
-            gold_blocks = " ".join(norm_ws(b) for d, b in split_blocks(c["context"] if c else "")
-                                   if d in gold)
-            evidence_gold = bool(pat.search(gold_blocks))
-            if ranking is not None:
-                sents = gold_sentences(nodes, gold, pat)
-                gold_rank = next((i for i, n in enumerate(ranked.get(qid, []))
-                                  if any(g == n or g.startswith(n + ".") for g in sents)), None)
-        counted = in_gold_doc and kind != "bool"
-        rows.append({
-            "qid": qid,
-            "kind": kind,
-            "gold": gold,
-            "has_gold": bool(gold),
-            "gold_in_corpus": any(g in texts for g in gold),
-            "doc_hit": bool(set(gold) & set(doc_ids)) if gold else None,
-            "first_gold_rank": min((doc_ids.index(g) for g in gold if g in doc_ids), default=None),
-            "answer_value": value,
-            "evidence_eligible": counted,
-            "evidence": evidence if counted else None,
-            "evidence_gold": evidence_gold if counted else None,
-            "evidence_all_eligible": in_gold_doc,
-            "evidence_all": evidence,
-            "gold_rank": gold_rank,
-            "n_tokens": int(c["n_tokens"]) if c else 0,
-            "n_docs": len(doc_ids),
-            "retrieved": c is not None,
-        })
-    return pl.DataFrame(rows, schema_overrides={"first_gold_rank": pl.Int64, "gold_rank": pl.Int64,
-                                                "evidence": pl.Boolean, "evidence_gold": pl.Boolean,
-                                                "evidence_all": pl.Boolean, "doc_hit": pl.Boolean})
-
-
-def _mean(frame: pl.DataFrame, col: str) -> float | None:
-    return round(float(frame[col].cast(pl.Float64).mean() or 0), 4) if frame.height else None
-
-
-def summarise(per_q: pl.DataFrame) -> dict[str, Any]:
-    gold = per_q.filter(pl.col("has_gold"))
-    ev = per_q.filter(pl.col("evidence_eligible"))
-    ev_all = per_q.filter(pl.col("evidence_all_eligible"))
-    out = {
-        "questions": per_q.height,
-        "with_gold": gold.height,
-        "doc_recall": _mean(gold, "doc_hit"),
-        "evidence_n": ev.height,
-        "evidence_recall": _mean(ev, "evidence"),
-        "evidence_gold_recall": _mean(ev, "evidence_gold"),
-        "evidence_all_n": ev_all.height,
-        "evidence_recall_all": _mean(ev_all, "evidence_all"),
-        "mean_tokens": round(float(per_q["n_tokens"].mean() or 0), 1),
-        "mean_docs": round(float(per_q["n_docs"].mean() or 0), 2),
-    }
-    for kind in ("number", "name", "list"):
-        k = ev.filter(pl.col("kind") == kind)
-        out[f"ev_{kind}"] = _mean(k, "evidence")
-    out["doc_bool"] = _mean(gold.filter(pl.col("kind") == "bool"), "doc_hit")
-    return out
-
-
-def by_kind(per_q: pl.DataFrame) -> pl.DataFrame:
-    """Per answer kind: questions, doc recall, evidence-eligible questions and recall, and where
-    the gold sentence was in the ranking for the misses."""
-    return (per_q.group_by("kind").agg(
-        pl.len().alias("questions"),
-        pl.col("doc_hit").cast(pl.Float64).mean().round(4).alias("doc_recall"),
-        pl.col("evidence_all_eligible").sum().alias("evidence_n"),
-        pl.col("evidence_all").cast(pl.Float64).mean().round(4).alias("evidence_recall"),
-        (pl.col("evidence_all_eligible") & ~pl.col("evidence_all").fill_null(True)).sum().alias("misses"),
-        pl.col("gold_rank").filter(~pl.col("evidence_all").fill_null(True)).median().alias("miss_gold_rank_median"),
-        (pl.col("gold_rank").is_null() & ~pl.col("evidence_all").fill_null(True)).sum().alias("misses_unranked"),
-    ).sort("kind"))
-
 
 def read_solutions(path: Path) -> pl.DataFrame:
     raw = path.read_bytes()
@@ -367,17 +221,17 @@ def retrieve_again(args: argparse.Namespace,
                    per_question: dict[tuple[str, int], dict[str, pl.DataFrame]] | None = None
                    ) -> pl.DataFrame:
     """Retrieval over a run's index for --questions-file, per store and budget, scored against
-    the gold evidence; ``per_question`` (when given) gets each variant's per-question table
-    under (store, budget)."""
-    from dataclasses import replace
-
+    the gold evidence: each (store, budget) is a sweep (``scripts/run.py -m`` with
+    ``hydra.sweeper.points``, one point per variant, ``stages=[recall]``) over the run's own
+    config in ``<out>/sweep_<store>_<budget>/``, so the parse, tree, embed and index artifacts
+    are the run's (cache hits), each point's recall stage scores it, and the sweep reports
+    (leaderboard, comparison, selection) are written there. ``per_question`` (when given) gets
+    each variant's per-question table (the questions with gold) under (store, budget)."""
     from kohaku.core.config import build
-    from kohaku.ingest.corpus import read_metadata
-    from kohaku.retrieval.embedding import encode_texts, load_encoder
-    from kohaku.retrieval.planning import PlannerConfig, plan_queries
-    from kohaku.retrieval.gold import gold_recall, recall_summary
-    from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
-    from kohaku.retrieval.search import load_searchers
+    from kohaku.retrieval.gold import recall_summary
+    from kohaku.retrieval.planning import PlannerConfig
+    from kohaku.retrieval.retrieve import RetrieveConfig
+    from kohaku.tasks.files.io import file_format
 
     stages, config = run_stages(Path(args.path))
     missing = [s for s in ("parse", "tree", "embed", "index") if s not in stages]
@@ -387,60 +241,77 @@ def retrieve_again(args: argparse.Namespace,
     qfile = Path(args.questions_file)
     qfile = root / qfile if not qfile.is_absolute() and (root / qfile).is_file() else qfile
     questions = read_question_file(qfile, args.question_id, args.question_column)
-    nodes = pl.read_parquet(stages["tree"] / "nodes.parquet")
-    documents = pl.read_parquet(stages["parse"] / "documents.parquet")
     spec = gold_spec(args)
     if spec is None:
         raise SystemExit("--retrieve needs gold evidence: --task NAME or --gold FILE ...")
-    gold = load_gold(spec, root, documents)
-    emb = pl.read_parquet(stages["embed"] / "embeddings.parquet")
-    encoder = load_encoder({**config.get("embed", {}), **({"device": "cpu"} if args.cpu else {})})
-    dense, sparse, _ = load_searchers(stages["index"], nodes, None, emb)
-    vectors = emb["vector"].rechunk().to_numpy()
-    doc_meta = read_metadata(root / config.get("corpus", {}).get("metadata", "metadata.csv"))
-    out_dir = Path(args.out)
-    rows = []
-    plans: dict[str, tuple[pl.DataFrame, Any]] = {}  # planner overrides -> queries, their vectors
-    for name, groups in retrieve_variants(args.override or []).items():
-        pkey = json.dumps(groups.get("planner", {}), sort_keys=True)
-        if pkey not in plans:  # variants that set no planner key share the run's plan
-            # the run's lexicon (its task's: task.lexicon) unless the variant sets one
-            lexicon = (config.get("planner") or {}).get("lexicon", "none")
-            pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
-                                         else args.n_queries, "lexicon": lexicon,
-                                         **groups.get("planner", {})}, "planner")
-            queries, _ = plan_queries(questions.select("qid", "question", "answer_unit"), pcfg, nodes)
-            plans[pkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
-                                                 Path(args.cache_dir), progress=False))
-        queries, qvecs = plans[pkey]
-        retrieve_cfg = merged(config.get("retrieve", {}), groups.get("retrieve", {}))
+    load_gold(spec, root, pl.read_parquet(stages["parse"] / "documents.parquet"))  # checked here first
+    variants = retrieve_variants(args.override or [])
+    lexicon = (config.get("planner") or {}).get("lexicon", "none")
+    planner = {"kind": args.planner, "n_queries": 1 if args.planner == "none" else args.n_queries,
+               "lexicon": lexicon}
+    flat: dict[str, dict[str, Any]] = {}   # variant -> its dotted keys
+    for name, groups in variants.items():
         try:
-            base = build(RetrieveConfig, {**retrieve_cfg, "attempts": 1}, "retrieve")
+            build(RetrieveConfig, {**merged(config.get("retrieve", {}), groups.get("retrieve", {})),
+                                   "attempts": 1}, "retrieve")
+            build(PlannerConfig, {**planner, **groups.get("planner", {})}, "planner")
         except Exception as exc:
             raise SystemExit(f"variant {name!r}: {exc}") from exc
-        prefix = "" if name == "run" else re.sub(r"[^A-Za-z0-9_.-]+", "_", name) + "_"
-        for store in args.stores:
-            if store == "single" and not args.restrict_column:
-                raise SystemExit("--stores single needs --restrict-column COL (e.g. doc_name)")
-            prior = replace(base.doc_prior, enabled=store == "prior",
-                            mode="filter" if store == "prior" else base.doc_prior.mode)
-            for budget in args.budgets:
-                cfg = replace(base, max_context_tokens=budget, doc_prior=prior,
-                              restrict_column=args.restrict_column if store == "single" else None)
-                t0 = time.perf_counter()
-                tables = run_retrieval(queries, nodes, qvecs, dense, sparse, cfg, progress=False,
-                                       questions=questions, vectors=vectors, doc_meta=doc_meta)
-                seconds = time.perf_counter() - t0
-                per_q = gold_recall(tables["contexts"], nodes, gold, qids=questions["qid"].to_list())
+        flat[name] = {k: v for group in RETRIEVE_GROUPS
+                      for k, v in _dotted(groups.get(group, {}), group).items()}
+    varied = list(dict.fromkeys(k for keys in flat.values() for k in keys))
+    common = {
+        "stages": ["recall"],
+        # the run's cache (its parse artifact's): the run's upstream artifacts are cache hits
+        "cache.dir": str(Path(os.path.abspath(stages["parse"])).parents[1]),
+        "corpus.questions": str(qfile.resolve()),
+        "task.questions.id": args.question_id, "task.questions.question": args.question_column,
+        "task.questions.format": file_format(qfile, None),
+        **{f"task.gold.{k}": v for k, v in vars(spec).items()},
+        **({"corpus.root": str(root)} if args.data_given else {}),
+        "recall.primary": args.select_on[0] if args.select_on else "auto",
+        "recall.evidence": False,
+        **{f"planner.{k}": v for k, v in planner.items()},
+        "retrieve.attempts": 1,
+    }
+    # the keys the points set (the stores' and budgets' below); the planner is the one above
+    fixed = (*common, *varied, *STORE_KEYS, "planner")
+    given = [o for o in _run_overrides(Path(args.path)) if not any(_covers(o, key) for key in fixed)]
+    # the run's resolved values where they differ from what its overrides compose today (a run
+    # made without Hydra records none): its config (its retrieve keys included), so its
+    # artifacts are the points' cache hits
+    common = {**_differences(config, given, fixed), **common}
+    out_dir = Path(args.out)
+    rows = []
+    for store in args.stores:
+        if store == "single" and not args.restrict_column:
+            raise SystemExit("--stores single needs --restrict-column COL (e.g. doc_name)")
+        for budget in args.budgets:
+            store_keys: dict[str, Any] = {"retrieve.max_context_tokens": budget,
+                                          "retrieve.doc_prior.enabled": store == "prior",
+                                          "retrieve.restrict_column": args.restrict_column if store == "single" else None}
+            store_keys["retrieve.doc_prior.mode"] = ("filter" if store == "prior"
+                                                     else _value_at(config, "retrieve.doc_prior.mode"))
+            sweep_dir = out_dir / f"sweep_{store}_{budget}"
+            points = []
+            for name in variants:   # every varied key in every point: the run's value where unset
+                own = {k: flat[name].get(k, _value_at(config, k)) for k in varied}
+                points.append(json.loads(json.dumps({**common, **own, **store_keys})))
+            _sweep(points, given, sweep_dir)
+            for i, name in enumerate(variants):
+                point = sweep_dir / str(i)
+                table = pl.read_parquet(point / "recall.parquet")
+                per_q = table.filter(pl.col("with_gold")) if "with_gold" in table.columns else table.clear()
+                prefix = "" if name == "run" else re.sub(r"[^A-Za-z0-9_.-]+", "_", name) + "_"
                 per_q.write_parquet(out_dir / f"gold_{prefix}{store}_{budget}.parquet")
                 if per_question is not None:
                     per_question.setdefault((store, budget), {})[name] = per_q
-                c0 = tables["contexts"]
+                run = json.loads((point / "run.json").read_text())
                 rows.append({"variant": name, "store": store, "budget": budget,
                              **recall_summary(per_q),
-                             "mean_tokens": round(float(c0["n_tokens"].mean() or 0), 1),
-                             "mean_docs": round(float(c0["doc_ids"].list.len().mean() or 0), 2),
-                             "retrieve_s": round(seconds, 2)})
+                             "mean_tokens": round(float(table["n_tokens"].mean() or 0), 1),
+                             "mean_docs": round(float(table["n_docs"].mean() or 0), 2),
+                             "retrieve_s": round(float(run["stages"]["retrieve"]["seconds"]), 2)})
                 log.info("%s %s @%d: %s", name, store, budget, rows[-1])
                 if args.by:  # the same figures for each value of a questions column
                     groups_by = per_q.join(questions.select(
@@ -449,7 +320,84 @@ def retrieve_again(args: argparse.Namespace,
                         rows.append({"variant": name, "store": store, "budget": budget,
                                      "group": f"{args.by}={value}",
                                      **recall_summary(part.drop("group"))})
+            print(f"sweep reports ({store} store, {budget} tokens: leaderboard, comparison, selection): "
+                  f"{sweep_dir}")
     return pl.DataFrame(rows)
+
+
+#: the retrieve keys each store and budget sets
+STORE_KEYS = ("retrieve.max_context_tokens", "retrieve.doc_prior.enabled", "retrieve.doc_prior.mode",
+              "retrieve.restrict_column")
+
+
+def _dotted(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """``{"evidence": {"pool": 0}}`` under ``retrieve`` -> ``{"retrieve.evidence.pool": 0}``
+    (a non-empty mapping is walked into; lists and empty mappings are values)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping) and value:
+            out.update(_dotted(value, f"{prefix}.{key}" if prefix else str(key)))
+        else:
+            out[f"{prefix}.{key}" if prefix else str(key)] = value
+    return out
+
+
+def _value_at(config: Mapping[str, Any], key: str) -> Any:
+    """The run's resolved value at dotted ``key`` (None where it has none)."""
+    node: Any = config
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def _covers(override: str, key: str) -> bool:
+    """Whether the run's override ``override`` sets ``key`` or a key under it (a group choice
+    above it, ``task=financebench``, stays: the points' keys are laid on the group it picks)."""
+    name = override.split("=", 1)[0].lstrip("+~")
+    return name == key or name.startswith(key + ".")
+
+
+def _differences(config: Mapping[str, Any], given: list[str], fixed: Sequence[str]) -> dict[str, Any]:
+    """Dotted key -> the run's resolved value, for the keys whose value differs from the config
+    ``given`` composes now (keys under ``fixed`` left out: the points set them)."""
+    from omegaconf import OmegaConf
+
+    from kohaku.runner.pipeline import compose_config
+
+    now = _dotted(OmegaConf.to_container(compose_config(given), resolve=True), "")  # type: ignore[arg-type]
+    ran = _dotted(config, "")
+    out = {k: v for k, v in ran.items() if k in now and now[k] != v}
+    return {k: v for k, v in out.items()
+            if not any(k == f or k.startswith(f + ".") or f.startswith(k + ".") for f in fixed)}
+
+
+def _run_overrides(path: Path) -> list[str]:
+    """The overrides the run was composed with (run.json), hydra's own left out."""
+    run = json.loads((path / "run.json").read_text())
+    return [str(o) for o in run.get("overrides") or [] if not str(o).lstrip("+~").startswith("hydra")]
+
+
+def _sweep(points: list[dict[str, Any]], given: list[str], sweep_dir: Path) -> None:
+    """``scripts/run.py -m`` over ``points`` (hydra.sweeper.points, launched in the given order:
+    point 0 is the run's own config, the baseline of the reports), with the run's overrides
+    ``given``; the sweep's log in ``sweep.log``. SystemExit with its tail when it fails."""
+    import subprocess
+    import yaml
+
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    points_file = sweep_dir / "points.yaml"
+    points_file.write_text(yaml.safe_dump(points, sort_keys=False))
+    cmd = [sys.executable, str(REPO / "scripts" / "run.py"), "-m", *given,
+           f"hydra.sweep.dir={sweep_dir.resolve()}", f"hydra.sweeper.points={points_file.resolve()}",
+           "hydra.sweeper.order=given"]
+    log.info("sweep of %d points: %s", len(points), " ".join(cmd[2:]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    with open(sweep_dir / "sweep.log", "w") as out:
+        done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
+    if done.returncode != 0:
+        tail = (sweep_dir / "sweep.log").read_text(errors="replace").splitlines()[-15:]
+        raise SystemExit(f"the retrieval sweep in {sweep_dir} failed (exit {done.returncode}):\n"
+                         + "\n".join(tail))
 
 
 RETRIEVE_GROUPS = ("retrieve", "planner")

@@ -258,8 +258,10 @@ def read_scores_json(path: str | Path | None) -> dict[str, Any]:
 
 
 def scores_json_of(table: str | Path) -> Path:
-    """The ``scores.json`` beside a per-question table (both in the run dir or the artifact)."""
-    return Path(table).with_name("scores.json")
+    """The ``scores.json`` beside a per-question table (both in the run dir or the artifact);
+    ``recall.json`` beside the recall stage's ``recall.parquet``."""
+    path = Path(table)
+    return path.with_name("recall.json" if path.name == "recall.parquet" else "scores.json")
 
 
 def metric_of(scores: dict[str, Any], variant: str | None = None, where: str = "scores.json") -> Metric:
