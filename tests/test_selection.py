@@ -123,6 +123,32 @@ def test_scorer_matches_the_matrix_and_errors_name_the_problem():
         select(s, names=["a", "b", "c"], simplicity=["z"], config=FAST)
 
 
+def test_a_score_over_some_questions_says_how_many_it_reads():
+    """A recall over the answerable questions only (a masked component): the report counts the
+    questions the score reads beside all the split draws from, and the figures are those of the
+    scored questions alone (the mean over the mask)."""
+    from kohaku.report.paired import ComponentMatrix, ScoreMatrix
+    from kohaku.tasks.score.components import Component, Metric
+
+    rng = np.random.default_rng(3)
+    n, r = 50, 3
+    values = (rng.random((r, n)) < 0.7).astype(float)
+    over = np.zeros(n)
+    over[:20] = 1.0                                  # 20 of the 50 questions have an answer to find
+    metric = Metric("recall", (Component("evidence", "evidence", 1.0, over="evidence_eligible"),
+                               Component("doc_hit", "doc_hit", 0.0)))
+    m = ScoreMatrix(["a", "b", "c"], [f"q{i}" for i in range(n)],
+                    components=[ComponentMatrix("evidence", 1.0, values * over, over),
+                                ComponentMatrix("doc_hit", 0.0, np.ones((r, n)))], metric=metric)
+    assert m.n == 50 and m.n_scored == 20
+    found = selection.select_matrix(m, config=FAST)
+    assert found.n_scored == 20 and found.summary()["scored"] == 20 and found.summary()["questions"] == 50
+    assert "20 of 50 questions scored" in found.lines()[0]
+    assert np.allclose(found.scores, values[:, :20].mean(axis=1))
+    plain = select(equal_draws(4, n=30, r=2), config=FAST)
+    assert "30 questions)" in plain.lines()[0] and plain.summary()["scored"] == 30
+
+
 def test_ensemble_select_ranks_inputs_and_ensembles(tmp_path, capsys):
     """scripts/ensemble.py --select: each input alone, the ensemble and the leave-one-out
     ensembles, scored against the solutions, with the selection report."""

@@ -163,6 +163,19 @@ class ScoreMatrix:
     def n(self) -> int:
         return len(self.qids)
 
+    @property
+    def n_scored(self) -> int:
+        """The questions the score reads: those some weighted component counts (its mask) for
+        some configuration; ``n`` when a weighted component counts every question (a recall
+        over the answerable questions only: fewer)."""
+        weighted = [c for c in self.components if c.weight != 0] or self.components
+        counted = np.zeros(self.n, dtype=bool)
+        for c in weighted:
+            if c.over is None:
+                return self.n
+            counted |= np.atleast_2d(c.over).max(axis=0) > 0
+        return int(counted.sum())
+
     def scores(self) -> np.ndarray:
         """The metric of each configuration on all questions, (R,)."""
         return resample_scores(self, np.ones((1, self.n)))[0]

@@ -93,6 +93,14 @@ class Selection:
     within_noise: np.ndarray      # (R,) bool
     pick: int                     # index of the simplest configuration within the noise
     config: SelectionConfig = field(default_factory=SelectionConfig)
+    # the questions the score reads, where fewer than n_questions (a recall over the answerable
+    # ones): the splits draw from all n_questions, each half holding its share of these
+    n_scored: int | None = None
+
+    def _questions(self) -> str:
+        if self.n_scored is None or self.n_scored >= self.n_questions:
+            return f"{self.n_questions} questions"
+        return f"{self.n_scored} of {self.n_questions} questions scored"
 
     @property
     def best_name(self) -> str:
@@ -105,7 +113,9 @@ class Selection:
     def summary(self) -> dict[str, Any]:
         """One row: the in-sample winner and its score, the estimate and interval, the optimism,
         the pick and its score."""
-        return {"questions": self.n_questions, "configs": len(self.names),
+        return {"questions": self.n_questions,
+                "scored": self.n_questions if self.n_scored is None else self.n_scored,
+                "configs": len(self.names),
                 "in_sample_best": self.best_name, "in_sample_score": float(self.scores[self.best]),
                 "estimate": self.estimate, "estimate_lo": self.estimate_lo,
                 "estimate_hi": self.estimate_hi, "optimism": self.optimism,
@@ -126,7 +136,7 @@ class Selection:
         pct = round(c.level * 100)
         return [
             f"in-sample best: {self.best_name} {self.scores[self.best]:.4f} (of {len(self.names)} "
-            f"configurations, {self.n_questions} questions)",
+            f"configurations, {self._questions()})",
             f"out-of-sample estimate of picking the best: {self.estimate:.4f} [{self.estimate_lo:.4f}, "
             f"{self.estimate_hi:.4f}] ({pct} %; {c.n_splits} random splits, chosen on "
             f"{c.select_share:.0%} of the questions, scored on the rest)",
@@ -283,8 +293,10 @@ def matrix_scorer(m: Any) -> Scorer:
 def select_matrix(m: Any, simplicity: Sequence[int] | Sequence[str] | None = None,
                   config: SelectionConfig | None = None) -> Selection:
     """:func:`select` over a ScoreMatrix's configurations with its task's metric."""
-    return select(names=m.names, simplicity=simplicity, scorer=matrix_scorer(m), n_questions=m.n,
-                  config=config)
+    found = select(names=m.names, simplicity=simplicity, scorer=matrix_scorer(m), n_questions=m.n,
+                   config=config)
+    found.n_scored = m.n_scored
+    return found
 
 
 def simplicity_by_changes(changes: Sequence[int], names: Sequence[str] | None = None) -> list[int]:
