@@ -671,10 +671,22 @@ def _compare_table(table: pl.DataFrame, refs: pl.DataFrame, run: Mapping[str, An
 
 
 def override_text_of(key: str, value: Any) -> str:
-    """``key=value`` as a Hydra override (kohaku.runner.sweep.override_text)."""
-    from kohaku.runner.sweep import override_text
+    """``key=value`` as a Hydra override (the form the sweeper writes a point's keys in): null,
+    true/false, numbers as written, lists and mappings in flow form, strings quoted."""
+    def text(v: Any) -> str:
+        if v is None:
+            return "null"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ",".join(text(x) for x in v) + "]"
+        if isinstance(v, Mapping):
+            return "{" + ",".join(f"{k}:{text(x)}" for k, x in v.items()) + "}"
+        return f"'{v}'" if "'" not in str(v) else json.dumps(str(v))
 
-    return override_text(key, value)
+    return f"{key}={text(value)}"
 
 
 # ------------------------------------------------------------------------------ selection
