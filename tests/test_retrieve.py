@@ -378,7 +378,7 @@ def test_eval_retrieval_metrics():
     pat = ev.value_pattern("24")
     assert pat.search("in 24 data centers") and not pat.search("in 2024") and not pat.search("0.24 x")
     assert ev.value_pattern("is_blank") is None and ev.value_pattern("[1,2]") is None
-    assert ev.parse_refs("['a', 'b']") == ["a", "b"] and ev.parse_refs("is_blank") == []
+    assert ev.parse_ref_list("['a', 'b']") == ["a", "b"] and ev.parse_ref_list("is_blank") == []
     contexts = pl.DataFrame({
         "qid": ["q1", "q2", "q3"], "attempt": [0, 0, 0], "k": [1, 1, 1],
         "context": ["[ref_id=alpha] AWS reused water in 24 sites.\n---\n[ref_id=beta] 552 tonnes",

@@ -105,8 +105,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 # the per-question figures live in the library (the recall stage computes them too)
 from kohaku.tasks.analysis.recall import (BLANK, by_kind, doc_texts, evaluate, gold_sentences,  # noqa: E402,F401
-                                          norm_ws, parse_refs, split_blocks, summarise, value_pattern)
+                                          norm_ws, split_blocks, summarise, value_pattern)
 from kohaku.tasks.analysis.slips import answer_kind  # noqa: E402,F401
+from kohaku.core.cells import parse_ref_list  # noqa: E402
 from kohaku.tools.defaults import corpus_root  # noqa: E402
 from kohaku.report.tables import print_and_save  # noqa: E402
 
@@ -620,7 +621,7 @@ def compare(args: argparse.Namespace,
             runs.append((f"{name}+cross-encoder", {**own, **reranker}))
 
     refs = solutions.select(pl.col("id").cast(pl.String).alias("qid"),
-                            pl.col("ref_id").map_elements(parse_refs, return_dtype=pl.List(pl.String))
+                            pl.col("ref_id").map_elements(parse_ref_list, return_dtype=pl.List(pl.String))
                             .alias("gold") if "ref_id" in solutions.columns
                             else pl.lit([], pl.List(pl.String)).alias("gold"),
                             pl.col("answer_value").cast(pl.String).fill_null("").alias("answer_value")

@@ -23,13 +23,13 @@ figures' shares (overall and per answer kind).
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
+from kohaku.core.cells import parse_ref_list
 from kohaku.core.config import ConfigError
 from kohaku.retrieval.gold import gold_recall, recall_summary
 from kohaku.tasks.analysis.slips import answer_kind
@@ -64,19 +64,6 @@ BLANK = {"", "is_blank", "na", "n/a"}
 
 def norm_ws(text: str) -> str:
     return _WS.sub(" ", text or "").strip()
-
-
-def parse_refs(value: Any) -> list[str]:
-    text = str(value or "").strip()
-    if text.lower() in BLANK:
-        return []
-    if text.startswith("["):
-        try:
-            items = ast.literal_eval(text)
-            return [str(x).strip() for x in items if str(x).strip().lower() not in BLANK]
-        except (ValueError, SyntaxError):
-            text = text.strip("[]")
-    return [t.strip().strip("'\"") for t in text.split(",") if t.strip().strip("'\"")]
 
 
 def value_pattern(value: str) -> re.Pattern | None:
@@ -131,7 +118,7 @@ def evaluate(contexts: pl.DataFrame, solutions: pl.DataFrame, nodes: pl.DataFram
     for sol in solutions.iter_rows(named=True):
         qid = str(sol["id"])
         c = ctx.get(qid)
-        gold = parse_refs(sol.get("ref_id"))
+        gold = parse_ref_list(sol.get("ref_id"))
         value = str(sol.get("answer_value") or "")
         kind = answer_kind(str(sol.get("question") or ""), value)
         pat = value_pattern(value)
