@@ -138,12 +138,13 @@ def test_compare_variants_are_config_keys():
     assert keys["no-prior"] == {"retrieve.doc_prior.enabled": False}
     assert keys["flat"]["tree.mode"] == "flat" and keys["flat"]["embed.parents"] == "direct"
     for name, own in keys.items():
-        cfg = compose_config([*given, *(eval_retrieval.override_text_of(k, v) for k, v in own.items())])
+        cfg = compose_config([*given, *(eval_retrieval.override_text(k, v) for k, v in own.items())])
         for key, value in own.items():
             assert OmegaConf.select(cfg, key) == value, (name, key)
-    text = eval_retrieval.override_text_of
-    assert [text("a", None), text("a", [3, 2]), text("a", "it's"), text("a", "/x y")] == \
-        ["a=null", "a=[3,2]", 'a="it\'s"', "a='/x y'"]
+    text = eval_retrieval.override_text
+    assert [text("a", None), text("a", [3, 2]), text("a", "/x y")] == ["a=null", "a=[3,2]", "a='/x y'"]
+    for odd in ("it's", "/x y", "${x}", "a\\"):
+        assert OmegaConf.select(compose_config([text("reranker.model", odd)]), "reranker.model") == odd
     assert OmegaConf.select(compose_config([text("reranker.model", "/x/it's here")]), "reranker.model") == "/x/it's here"
     with pytest.raises(SystemExit, match="group tree, embed, index, retrieve or planner"):
         eval_retrieval.apply_override({}, "hier/x.llm.model=y")

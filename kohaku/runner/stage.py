@@ -40,6 +40,17 @@ def plain(cfg: DictConfig, key: str) -> Any:
     return node
 
 
+def optional_config(cfg: DictConfig, key: str, cls: type) -> Any:
+    """The dataclass ``cls`` built from the section at ``key`` (its errors name the key), or None
+    where the config has no such section or it is empty (a run without a task group, a task
+    without ``gold``)."""
+    try:
+        value = plain(cfg, key)
+    except ConfigError:
+        return None
+    return build(cls, value, key) if value else None
+
+
 @dataclass(frozen=True)
 class Stage:
     """Declaration of one pipeline stage.

@@ -19,15 +19,14 @@ runner side (it uses ``kohaku.runner.pipeline``); the library does not import it
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from omegaconf import DictConfig
 
 from kohaku.core.artifacts import fingerprint_files
+from kohaku.core.overrides import override_text
 from kohaku.core.config import ConfigError
 from kohaku.runner.pipeline import Registry, plan_stages
 
@@ -117,33 +116,6 @@ def order_sweep(points: list[list[str]], compose: Callable[[list[str]], DictConf
                  "%s%s", len(points), len({item for c in chains for item in c.items()}), shown,
                  " ..." if len(order) > 6 else "")
     return [points[i] for i in order]
-
-
-def override_text(key: str, value: Any) -> str:
-    """``key=value`` as a Hydra override: numbers and booleans as written, null, lists and
-    mappings in Hydra's flow form (``[1,2]``, ``{name:judge,weight:1.0}``), a string quoted
-    where Hydra's grammar needs it."""
-    return f"{key}={_hydra_value(value)}"
-
-
-def _hydra_value(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_hydra_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{_hydra_value(v)}" for k, v in value.items()) + "}"
-    text = str(value)
-    if text and all(c.isalnum() or c in "_-./:" for c in text) and text not in ("null", "true", "false"):
-        return text
-    # Hydra's quoted value: a quote is escaped, and so are the backslashes before a quote or at the end
-    text = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)
-    text = text.replace("${", "\\${")     # a literal ${...}, not an interpolation
-    return "'%s'" % re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text)
 
 
 def read_points(path: str | Path) -> list[list[str]]:

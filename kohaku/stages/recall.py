@@ -17,10 +17,10 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from kohaku.core.config import ConfigError, build
+from kohaku.core.config import ConfigError
 from kohaku.ingest.corpus import CorpusConfig, solutions_file
 from kohaku.retrieval.gold import GoldSpec, check_gold_pages, gold_path, read_gold
-from kohaku.runner.stage import Stage, StageContext, plain
+from kohaku.runner.stage import Stage, StageContext, optional_config
 from kohaku.tasks.analysis.recall import (MEASURES, RecallConfig, primary_measure, recall_figures,
                                           recall_metric, recall_table)
 from kohaku.tasks.score.scoring import read_solutions
@@ -31,7 +31,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     cfg: RecallConfig = ctx.config("recall")
     questions = ctx.table("questions", "questions")
     qids = questions["qid"].cast(pl.String).to_list()
-    spec = _gold_spec(ctx.cfg)
+    spec = optional_config(ctx.cfg, "task.gold", GoldSpec)
     root = str(ctx.section("corpus.root"))
     gold = None
     if spec is not None and spec.file:
@@ -74,18 +74,9 @@ def _share(table: pl.DataFrame, measure: str) -> float | None:
     return round(float(values.mean()), 6) if len(values) else None
 
 
-def _gold_spec(cfg: DictConfig) -> GoldSpec | None:
-    """The task's gold section, or None where the config has none."""
-    try:
-        value = plain(cfg, "task.gold")
-    except ConfigError:
-        return None
-    return build(GoldSpec, value, "task.gold") if value else None
-
-
 def _file_inputs(cfg: DictConfig) -> list[Path]:
     """The gold evidence file and the solutions (their content is part of the key)."""
-    spec = _gold_spec(cfg)
+    spec = optional_config(cfg, "task.gold", GoldSpec)
     root = str(OmegaConf.select(cfg, "corpus.root", default="."))
     gold = gold_path(spec, root) if spec is not None and spec.file else None
     sol = solutions_file(STAGE.typed(cfg, "corpus"), must_exist=False)

@@ -15,7 +15,6 @@ from pathlib import Path
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from kohaku.core.config import ConfigError, build
 from kohaku.ingest.corpus import CorpusConfig, CorpusFileNotFound, read_metadata
 from kohaku.retrieval.embedding import EmbedConfig, load_encoder
 from kohaku.llm.base import load_backend
@@ -23,7 +22,7 @@ from kohaku.llm.cache import open_generation_cache
 from kohaku.retrieval.gold import GoldSpec, gold_figures, gold_path
 from kohaku.retrieval.rerankers import LLMReranker, RerankerConfig, load_reranker
 from kohaku.retrieval.retrieve import RetrieveConfig, retrieve
-from kohaku.runner.stage import Stage, StageContext, plain
+from kohaku.runner.stage import Stage, StageContext, optional_config
 
 
 def _reranker(ctx: StageContext, rcfg: RerankerConfig):
@@ -72,7 +71,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
                    or cfg.doc_prior.active else None),
         reranker=reranker, rerank_cfg=rcfg, doc_meta=_doc_meta(ctx, cfg),
     )
-    gold = _gold_spec(ctx.cfg)
+    gold = optional_config(ctx.cfg, "task.gold", GoldSpec)
     if gold is not None and gold.file:
         summary.update(gold_figures(
             gold, ctx.section("corpus.root"), tables["contexts"], ctx.table("tree", "nodes"),
@@ -84,19 +83,10 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     return tables
 
 
-def _gold_spec(cfg: DictConfig) -> GoldSpec | None:
-    """The task's gold section, or None where the config has none (no task group)."""
-    try:
-        value = plain(cfg, "task.gold")
-    except ConfigError:
-        return None
-    return build(GoldSpec, value, "task.gold") if value else None
-
-
 def gold_files(cfg: DictConfig) -> list[Path]:
     """file_inputs: the task's gold evidence file and the corpus metadata (the document prior
     reads it; their content is part of the key)."""
-    spec = _gold_spec(cfg)
+    spec = optional_config(cfg, "task.gold", GoldSpec)
     path = gold_path(spec, str(OmegaConf.select(cfg, "corpus.root", default="."))) if spec else None
     meta = _metadata_path(cfg)
     return [p for p in (path, meta) if p is not None and p.is_file()]

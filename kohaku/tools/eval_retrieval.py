@@ -108,6 +108,7 @@ from kohaku.tasks.analysis.recall import (BLANK, by_kind, doc_texts, evaluate, g
                                           norm_ws, split_blocks, summarise, value_pattern)
 from kohaku.tasks.analysis.slips import answer_kind  # noqa: E402,F401
 from kohaku.core.cells import parse_ref_list  # noqa: E402
+from kohaku.core.overrides import override_text  # noqa: E402
 from kohaku.tools.defaults import corpus_root  # noqa: E402
 from kohaku.report.tables import print_and_save  # noqa: E402
 
@@ -602,12 +603,12 @@ def compare(args: argparse.Namespace,
         "recall.primary": args.select_on[0] if args.select_on else "auto",
     }
     base = _dotted(OmegaConf.to_container(  # type: ignore[arg-type]
-        compose_config([*given, *(override_text_of(k, v) for k, v in common.items())]), resolve=True), "")
+        compose_config([*given, *(override_text(k, v) for k, v in common.items())]), resolve=True), "")
     flat: dict[str, dict[str, Any]] = {}
     for name in args.variants:
         flat[name] = variant_keys(variants[name], base)
         try:   # every key a config key, every value valid: said here, before any sweep starts
-            compose_config([*given, *(override_text_of(k, v) for k, v in {**common, **flat[name]}.items())])
+            compose_config([*given, *(override_text(k, v) for k, v in {**common, **flat[name]}.items())])
         except Exception as exc:
             raise SystemExit(f"variant {name!r}: {exc}") from exc
     varied = list(dict.fromkeys(k for keys in flat.values() for k in keys))
@@ -676,25 +677,6 @@ def _compare_table(table: pl.DataFrame, refs: pl.DataFrame, run: Mapping[str, An
         .alias("gold_in_corpus"),
         pl.col("evidence_all").is_not_null().alias("evidence_all_eligible"))
     return per_q.select(PER_QUESTION_COLUMNS)
-
-
-def override_text_of(key: str, value: Any) -> str:
-    """``key=value`` as a Hydra override (the form the sweeper writes a point's keys in): null,
-    true/false, numbers as written, lists and mappings in flow form, strings quoted."""
-    def text(v: Any) -> str:
-        if v is None:
-            return "null"
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, (list, tuple)):
-            return "[" + ",".join(text(x) for x in v) + "]"
-        if isinstance(v, Mapping):
-            return "{" + ",".join(f"{k}:{text(x)}" for k, x in v.items()) + "}"
-        return f"'{v}'" if "'" not in str(v) else json.dumps(str(v))
-
-    return f"{key}={text(value)}"
 
 
 # ------------------------------------------------------------------------------ selection
