@@ -128,10 +128,11 @@ def test_compare_variants_are_config_keys():
     shipped one (hier) sets none, the others only what they change."""
     from omegaconf import OmegaConf
 
-    from kohaku.tools.eval_retrieval import _dotted, default_variants, variant_keys
+    from kohaku.report.tracking import flatten
+    from kohaku.tools.eval_retrieval import default_variants, variant_keys
 
     given = ["corpus=wattbot", "planner=none", "retrieve.attempts=1"]
-    base = _dotted(OmegaConf.to_container(compose_config(given), resolve=True), "")
+    base = flatten(OmegaConf.to_container(compose_config(given), resolve=True))
     keys = {name: variant_keys(spec, base) for name, spec in default_variants().items()}
     assert keys["hier"] == {}
     assert keys["before"] == {"retrieve.top_k": 16, "retrieve.span_share": 0.25, "retrieve.evidence.pool": 0}

@@ -109,6 +109,7 @@ from kohaku.tasks.analysis.recall import (BLANK, by_kind, doc_texts, evaluate, g
 from kohaku.tasks.analysis.slips import answer_kind  # noqa: E402,F401
 from kohaku.core.cells import parse_ref_list  # noqa: E402
 from kohaku.core.overrides import override_text  # noqa: E402
+from kohaku.report.tracking import flatten  # noqa: E402
 from kohaku.tools.defaults import corpus_root  # noqa: E402
 from kohaku.report.tables import print_and_save  # noqa: E402
 
@@ -271,8 +272,7 @@ def retrieve_again(args: argparse.Namespace,
             build(PlannerConfig, {**planner, **groups.get("planner", {})}, "planner")
         except Exception as exc:
             raise SystemExit(f"variant {name!r}: {exc}") from exc
-        flat[name] = {k: v for group in RETRIEVE_GROUPS
-                      for k, v in _dotted(groups.get(group, {}), group).items()}
+        flat[name] = _group_keys(groups, RETRIEVE_GROUPS)
     varied = list(dict.fromkeys(k for keys in flat.values() for k in keys))
     common = {
         "stages": ["recall"],
@@ -295,6 +295,8 @@ def retrieve_again(args: argparse.Namespace,
     # made without Hydra records none): its config (its retrieve keys included), so its
     # artifacts are the points' cache hits
     common = {**_differences(config, given, fixed), **common}
+    # every varied key in every point (the reports' columns): the run's value where a variant sets none
+    own = {name: {k: keys.get(k, _value_at(config, k)) for k in varied} for name, keys in flat.items()}
     out_dir = Path(args.out)
     rows = []
     for store in args.stores:
@@ -307,10 +309,7 @@ def retrieve_again(args: argparse.Namespace,
             store_keys["retrieve.doc_prior.mode"] = ("filter" if store == "prior"
                                                      else _value_at(config, "retrieve.doc_prior.mode"))
             sweep_dir = out_dir / f"sweep_{store}_{budget}"
-            points = []
-            for name in variants:   # every varied key in every point: the run's value where unset
-                own = {k: flat[name].get(k, _value_at(config, k)) for k in varied}
-                points.append(json.loads(json.dumps({**common, **own, **store_keys})))
+            points = [json.loads(json.dumps({**common, **own[name], **store_keys})) for name in variants]
             _sweep(points, given, sweep_dir)
             for i, name in enumerate(variants):
                 point = sweep_dir / str(i)
@@ -351,16 +350,10 @@ STORE_KEYS = ("retrieve.max_context_tokens", "retrieve.doc_prior.enabled", "retr
               "retrieve.restrict_column")
 
 
-def _dotted(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """``{"evidence": {"pool": 0}}`` under ``retrieve`` -> ``{"retrieve.evidence.pool": 0}``
-    (a non-empty mapping is walked into; lists and empty mappings are values)."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, Mapping) and value:
-            out.update(_dotted(value, f"{prefix}.{key}" if prefix else str(key)))
-        else:
-            out[f"{prefix}.{key}" if prefix else str(key)] = value
-    return out
+def _group_keys(spec: Mapping[str, Mapping[str, Any]], groups: Sequence[str]) -> dict[str, Any]:
+    """A variant's keys of ``groups`` as dotted config keys (``{"retrieve": {"evidence": {"pool":
+    0}}}`` -> ``{"retrieve.evidence.pool": 0}``; lists and empty mappings are values)."""
+    return {k: v for group in groups for k, v in flatten(spec.get(group, {}), group).items()}
 
 
 def _value_at(config: Mapping[str, Any], key: str) -> Any:
@@ -385,8 +378,8 @@ def _differences(config: Mapping[str, Any], given: list[str], fixed: Sequence[st
 
     from kohaku.runner.pipeline import compose_config
 
-    now = _dotted(OmegaConf.to_container(compose_config(given), resolve=True), "")  # type: ignore[arg-type]
-    ran = _dotted(config, "")
+    now = flatten(OmegaConf.to_container(compose_config(given), resolve=True))  # type: ignore[arg-type]
+    ran = flatten(config)
     out = {k: v for k, v in ran.items() if k in now and now[k] != v}
     return {k: v for k, v in out.items()
             if not any(k == f or k.startswith(f + ".") or f.startswith(k + ".") for f in fixed)}
@@ -563,7 +556,7 @@ def variant_keys(spec: Mapping[str, Mapping[str, Any]], base: Mapping[str, Any])
     """A --compare variant as dotted config keys: its groups' values (``COMPARE_GROUPS``) where
     they differ from ``base`` (the composed config, dotted), keys ``base`` lacks kept (composing
     the point then names them)."""
-    flat = {k: v for group in COMPARE_GROUPS for k, v in _dotted(spec.get(group, {}), group).items()}
+    flat = _group_keys(spec, COMPARE_GROUPS)
     return {k: v for k, v in flat.items() if k not in base or base[k] != v}
 
 
@@ -602,8 +595,8 @@ def compare(args: argparse.Namespace,
         "retrieve.attempts": 1,
         "recall.primary": args.select_on[0] if args.select_on else "auto",
     }
-    base = _dotted(OmegaConf.to_container(  # type: ignore[arg-type]
-        compose_config([*given, *(override_text(k, v) for k, v in common.items())]), resolve=True), "")
+    base = flatten(OmegaConf.to_container(
+        compose_config([*given, *(override_text(k, v) for k, v in common.items())]), resolve=True))
     flat: dict[str, dict[str, Any]] = {}
     for name in args.variants:
         flat[name] = variant_keys(variants[name], base)
