@@ -19,12 +19,11 @@ import polars as pl
 import yaml
 
 from kohaku.core.errors import MetricError
-from kohaku.tasks.score.components import Metric, metric_from_json, metric_of, read_scores_json, scores_json_of, variant_metric
+from kohaku.tasks.score.components import (RESULT_FILES, Metric, metric_from_json, metric_of, read_scores_json,
+                                          scores_json_of, variant_metric)
 
 log = logging.getLogger(__name__)
 
-#: the stage a run's score comes from -> (its per-question table, its JSON with the metric)
-RESULT_FILES = {"score": ("scores.parquet", "scores.json"), "recall": ("recall.parquet", "recall.json")}
 SCORE_FIELDS = ("score", "value", "ref", "na")  # the default variant's; other tasks': component_columns()
 INFER_FIELDS = ("model_calls", "prompt_tokens", "completion_tokens")
 # Row fields a component column must not shadow (such a component gets 'component:<name>').

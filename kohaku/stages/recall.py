@@ -21,8 +21,8 @@ from kohaku.core.config import ConfigError
 from kohaku.ingest.corpus import CorpusConfig, solutions_file
 from kohaku.retrieval.gold import GoldSpec, check_gold_pages, gold_path, read_gold
 from kohaku.runner.stage import Stage, StageContext, optional_config
-from kohaku.tasks.analysis.recall import (MEASURES, RecallConfig, primary_measure, recall_figures,
-                                          recall_metric, recall_table)
+from kohaku.tasks.analysis.recall import (RecallConfig, primary_measure, recall_figures, recall_metric,
+                                          recall_shares, recall_table)
 from kohaku.tasks.score.scoring import read_solutions
 from kohaku.tasks.spec import build_task
 
@@ -55,7 +55,7 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     metric = recall_metric(table, primary)
-    shares = {c["name"]: _share(table, c["name"]) for c in metric["components"]}
+    shares = recall_shares(table, metric)
     figures = recall_figures(table)
     summary = {"primary": primary, "score": shares[primary], "components": shares,
                "figures": figures, "gold": spec.file if spec is not None else None,
@@ -66,12 +66,6 @@ def compute(ctx: StageContext) -> dict[str, pl.DataFrame]:
     ctx.report(score=shares[primary], primary=primary, components=shares, n=len(qids),
                **{k: v for k, v in figures.items() if k != "questions"})
     return {"recall": table}
-
-
-def _share(table: pl.DataFrame, measure: str) -> float | None:
-    """The mean of ``measure`` over the questions it is taken over (None where none is)."""
-    values = table.filter(pl.col(MEASURES[measure]))[measure].cast(pl.Float64)
-    return round(float(values.mean()), 6) if len(values) else None
 
 
 def _file_inputs(cfg: DictConfig) -> list[Path]:

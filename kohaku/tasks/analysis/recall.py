@@ -275,6 +275,16 @@ def recall_metric(table: pl.DataFrame, primary: str) -> dict[str, Any]:
     return {"name": "recall", "components": comps}
 
 
+def recall_shares(table: pl.DataFrame, metric: dict[str, Any]) -> dict[str, float | None]:
+    """Each component of :func:`recall_metric`'s ``metric``: the mean of its figure over the
+    questions it is taken over (None where none is)."""
+    out: dict[str, float | None] = {}
+    for c in metric["components"]:
+        values = table.filter(pl.col(c["over"]))[c["column"]].cast(pl.Float64)
+        out[c["name"]] = round(float(values.mean()), 6) if len(values) else None
+    return out
+
+
 def recall_figures(table: pl.DataFrame) -> dict[str, Any]:
     """The shares of a recall table: the gold figures (:func:`recall_summary`), the answer-value
     ones (``evidence_recall``, ``evidence_gold_recall``, their counts) and the context's mean

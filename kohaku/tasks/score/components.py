@@ -257,11 +257,17 @@ def read_scores_json(path: str | Path | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+#: the stage a run's score comes from -> (its per-question table, the JSON beside it with the
+#: metric): the score stage's, or the recall stage's for a retrieval run without a score stage
+RESULT_FILES = {"score": ("scores.parquet", "scores.json"), "recall": ("recall.parquet", "recall.json")}
+
+
 def scores_json_of(table: str | Path) -> Path:
-    """The ``scores.json`` beside a per-question table (both in the run dir or the artifact);
-    ``recall.json`` beside the recall stage's ``recall.parquet``."""
+    """The JSON with the metric beside a per-question table (both in the run dir or the
+    artifact): ``scores.json``, or ``recall.json`` beside the recall stage's ``recall.parquet``."""
     path = Path(table)
-    return path.with_name("recall.json" if path.name == "recall.parquet" else "scores.json")
+    beside = dict(RESULT_FILES.values())
+    return path.with_name(beside.get(path.name, "scores.json"))
 
 
 def metric_of(scores: dict[str, Any], variant: str | None = None, where: str = "scores.json") -> Metric:
